@@ -1,0 +1,75 @@
+"""Small stream plumbing shared by the gateware: a registered stage and a lane-width narrower."""
+
+from amaranth import Module, Signal, Mux, Array
+from amaranth.lib import wiring, stream, data
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["PipeStage", "Narrow"]
+
+
+class PipeStage(wiring.Component):
+    """One register between two streams, with an optional function applied on the way.
+
+    ``valid`` is a register (never waits on ``ready``); a beat may enter in the same cycle the
+    held one leaves, so a chain of these runs at one beat per clock.
+    """
+
+    def __init__(self, in_shape, out_shape, fn=lambda m, payload: payload):
+        self._fn = fn
+        super().__init__({"i": In(stream.Signature(in_shape)), "o": Out(stream.Signature(out_shape))})
+
+    def elaborate(self, platform):
+        m = Module()
+        advance = ~self.o.valid | self.o.ready
+        m.d.comb += self.i.ready.eq(advance)
+        with m.If(advance):
+            m.d.sync += [
+                self.o.valid.eq(self.i.valid),
+                self.o.payload.eq(self._fn(m, self.i.payload)),
+            ]
+        return m
+
+
+class Narrow(wiring.Component):
+    """Split each beat of ``in_lanes`` elements into ``in_lanes // out_lanes`` beats, lowest lanes first.
+
+    The next wide beat is taken in the cycle the last narrow beat leaves, so a continuous
+    input keeps the output busy every clock.
+    """
+
+    def __init__(self, shape, in_lanes, out_lanes):
+        if in_lanes % out_lanes:
+            raise ValueError(f"{in_lanes} input lanes do not split into beats of {out_lanes}")
+        self._shape, self._in_lanes, self._out_lanes = shape, in_lanes, out_lanes
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(shape, in_lanes))),
+            "o": Out(stream.Signature(data.ArrayLayout(shape, out_lanes))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        ratio = self._in_lanes // self._out_lanes
+        if ratio == 1:
+            wiring.connect(m, wiring.flipped(self.i), wiring.flipped(self.o))
+            return m
+        held = Signal(data.ArrayLayout(self._shape, self._in_lanes))
+        have = Signal()
+        beat = Signal(range(ratio))
+        last = beat == ratio - 1
+        m.d.comb += [
+            self.o.valid.eq(have),
+            self.i.ready.eq(~have | (self.o.ready & last)),
+        ]
+        groups = Array(Signal(data.ArrayLayout(self._shape, self._out_lanes), name=f"group{g}")
+                       for g in range(ratio))
+        for g in range(ratio):
+            for lane in range(self._out_lanes):
+                m.d.comb += groups[g][lane].eq(held[g * self._out_lanes + lane])
+        m.d.comb += self.o.payload.eq(groups[beat])
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [held.eq(self.i.payload), have.eq(1), beat.eq(0)]
+        with m.Elif(self.o.valid & self.o.ready):
+            m.d.sync += beat.eq(beat + 1)
+            with m.If(last):
+                m.d.sync += have.eq(0)
+        return m

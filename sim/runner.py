@@ -1,0 +1,177 @@
+"""Build an Amaranth component into a simulator once, then run cocotb testbenches against it.
+
+The Verilog of each (component, parameters) pair goes into a content-hashed folder under
+``build/sim``; a file lock lets pytest-xdist workers share one build; every run gets its own
+test folder so runs may proceed in parallel on the same build.
+"""
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree
+
+from amaranth.back import verilog
+from filelock import FileLock
+
+from .toolpaths import simulator_env
+
+__all__ = ["SimResult", "run_cocotb", "build_dir_root", "write_verilog", "VERILATOR_WAIVERS",
+           "PARAMS_ENV"]
+
+#: Environment variable through which a testbench receives its parameters (JSON).
+PARAMS_ENV = "DLFORGE_TB_PARAMS"
+
+#: Verilator lint warnings that Amaranth's (yosys') Verilog output raises by construction.
+#: Waived one by one so that any other warning still stops the build.
+VERILATOR_WAIVERS = (
+    "-Wno-WIDTHEXPAND",    # yosys pads operands implicitly in generated expressions
+    "-Wno-WIDTHTRUNC",     # ... and truncates results implicitly
+    "-Wno-UNOPTFLAT",      # combinational signals split into bit-slices form false loops
+    "-Wno-CASEOVERLAP",    # yosys emits casez with overlapping don't-care patterns
+    "-Wno-CASEINCOMPLETE", # yosys case statements without default for unreachable values
+)
+
+TIMESCALE = ("1ns", "1ps")
+
+
+def build_dir_root():
+    """Where generated sources and simulator builds live (DLFORGE_BUILD_DIR or ./build)."""
+    return Path(os.environ.get("DLFORGE_BUILD_DIR", "build")).resolve()
+
+
+def write_verilog(component, name, directory):
+    """Write ``component`` as Verilog module ``name`` into ``directory``; return the path."""
+    text = verilog.convert(component, name=name, emit_src=False)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.v"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+@dataclass
+class SimResult:
+    """What a regression run produced: pass/fail counts and the testbench's own metrics."""
+    tests: int
+    failures: int
+    metrics: dict = field(default_factory=dict)
+    test_dir: Path = None
+    waves: Path = None
+
+    @property
+    def passed(self):
+        return self.tests > 0 and self.failures == 0
+
+
+def _results(xml_path):
+    tests = failures = 0
+    root = ElementTree.parse(xml_path).getroot()
+    for case in root.iter("testcase"):
+        tests += 1
+        if case.find("failure") is not None or case.find("error") is not None:
+            failures += 1
+    return tests, failures
+
+
+def run_cocotb(component, *, name, test_module, params=None, sim="verilator", waves=False,
+               testcase=None, seed=None, quiet=False):
+    """Run cocotb module ``test_module`` against ``component`` on ``sim``; return a SimResult.
+
+    ``params`` (JSON-serialisable) reach the testbench through :data:`PARAMS_ENV`; a
+    testbench may write a ``metrics.json`` into its working folder and it is returned.
+    """
+    from cocotb_tools.runner import get_runner
+
+    params = dict(params or {})
+    waves = bool(waves) or os.environ.get("WAVES", "0") not in ("", "0")
+    env = simulator_env(sim)
+    text = verilog.convert(component, name=name, emit_src=False)
+    build_flags = list(VERILATOR_WAIVERS) + (["--trace-fst", "--trace-structs"] if waves else [])
+    if sim == "verilator":
+        build_flags += ["-O3", "--x-assign", "fast", "--x-initial", "fast"]
+    key = hashlib.sha256("\0".join([text, sim, repr(build_flags), repr(TIMESCALE)]).encode())
+    root = build_dir_root() / "sim"
+    build_dir = root / f"{name}-{sim}-{key.hexdigest()[:12]}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    source = build_dir / f"{name}.v"
+
+    saved_env = os.environ.copy()
+    os.environ.update(env)
+    try:
+        runner = get_runner(sim)
+        with FileLock(str(build_dir) + ".lock"):
+            stamp = build_dir / ".built"
+            if not stamp.exists():
+                source.write_text(text)
+                with _quiet(quiet):
+                    runner.build(sources=[source], hdl_toplevel=name, build_dir=build_dir,
+                                 build_args=build_flags if sim == "verilator" else [],
+                                 timescale=TIMESCALE, waves=waves, always=True)
+                stamp.write_text(json.dumps({"sim": sim, "flags": build_flags}))
+            else:
+                _adopt_build(runner, name, build_dir, waves)
+        test_dir = Path(tempfile.mkdtemp(prefix="run-", dir=build_dir))
+        results_xml = test_dir / "results.xml"
+        extra_env = {PARAMS_ENV: json.dumps(params)}
+        try:
+            with _quiet(quiet):
+                runner.test(test_module=test_module, hdl_toplevel=name, build_dir=build_dir,
+                            test_dir=test_dir, results_xml=str(results_xml), extra_env=extra_env,
+                            testcase=testcase, seed=seed, waves=waves, hdl_toplevel_lang="verilog")
+        except SystemExit:
+            pass  # the runner exits on failure under pytest; the results file says why
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+    if not results_xml.exists():
+        raise RuntimeError(f"simulation of {name} produced no results (see the log above); "
+                           f"folder {test_dir}")
+    tests, failures = _results(results_xml)
+    metrics_path = test_dir / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
+    wave_file = None
+    if waves:
+        found = sorted(test_dir.glob("*.fst")) + sorted(test_dir.glob("*.vcd"))
+        wave_file = found[0] if found else None
+    return SimResult(tests, failures, metrics, test_dir, wave_file)
+
+
+def _adopt_build(runner, name, build_dir, waves):
+    """Fill in the runner state that ``test()`` needs, as ``build()`` would, without building."""
+    runner.build_dir = build_dir
+    runner.hdl_toplevel = name
+    runner.timescale = TIMESCALE
+    runner.waves = waves
+
+
+@contextlib.contextmanager
+def _quiet(enabled):
+    """Send the simulator's chatter (it writes to fd 1/2 directly) to a log when asked."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile(mode="w+") as log:
+        saved = os.dup(1), os.dup(2)
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            log.seek(0)
+            sys.stderr.write(log.read()[-20000:])
+            raise
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
