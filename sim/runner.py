@@ -5,11 +5,9 @@ The Verilog of each (component, parameters) pair goes into a content-hashed fold
 test folder so runs may proceed in parallel on the same build.
 """
 
-import contextlib
 import hashlib
 import json
 import os
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +61,7 @@ class SimResult:
     metrics: dict = field(default_factory=dict)
     test_dir: Path = None
     waves: Path = None
+    failed: list = field(default_factory=list)   # (test name, message) of each failure
 
     @property
     def passed(self):
@@ -70,13 +69,16 @@ class SimResult:
 
 
 def _results(xml_path):
-    tests = failures = 0
+    tests, failed = 0, []
     root = ElementTree.parse(xml_path).getroot()
     for case in root.iter("testcase"):
         tests += 1
-        if case.find("failure") is not None or case.find("error") is not None:
-            failures += 1
-    return tests, failures
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is not None:
+            failed.append((case.get("name"), problem.get("message") or problem.text or ""))
+    return tests, failed
 
 
 def run_cocotb(component, *, name, test_module, params=None, sim="verilator", waves=False,
@@ -85,6 +87,8 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
 
     ``params`` (JSON-serialisable) reach the testbench through :data:`PARAMS_ENV`; a
     testbench may write a ``metrics.json`` into its working folder and it is returned.
+    With ``quiet`` the simulator's output goes to ``build.log`` / ``sim.log`` instead of the
+    terminal.
     """
     from cocotb_tools.runner import get_runner
 
@@ -92,6 +96,8 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
     waves = bool(waves) or os.environ.get("WAVES", "0") not in ("", "0")
     env = simulator_env(sim)
     text = verilog.convert(component, name=name, emit_src=False)
+    if sim == "icarus":
+        text = _icarus_time_zero(text)
     build_flags = list(VERILATOR_WAIVERS) + (["--trace-fst", "--trace-structs"] if waves else [])
     if sim == "verilator":
         build_flags += ["-O3", "--x-assign", "fast", "--x-initial", "fast"]
@@ -109,10 +115,15 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
             stamp = build_dir / ".built"
             if not stamp.exists():
                 source.write_text(text)
-                with _quiet(quiet):
+                log = build_dir / "build.log"
+                try:
                     runner.build(sources=[source], hdl_toplevel=name, build_dir=build_dir,
                                  build_args=build_flags if sim == "verilator" else [],
-                                 timescale=TIMESCALE, waves=waves, always=True)
+                                 timescale=TIMESCALE, waves=waves, always=True,
+                                 log_file=log if quiet else None)
+                except (RuntimeError, SystemExit) as exc:
+                    tail = log.read_text()[-6000:] if quiet and log.exists() else ""
+                    raise RuntimeError(f"building {name} with {sim} failed: {exc}\n{tail}") from None
                 stamp.write_text(json.dumps({"sim": sim, "flags": build_flags}))
             else:
                 _adopt_build(runner, name, build_dir, waves)
@@ -120,10 +131,10 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
         results_xml = test_dir / "results.xml"
         extra_env = {PARAMS_ENV: json.dumps(params)}
         try:
-            with _quiet(quiet):
-                runner.test(test_module=test_module, hdl_toplevel=name, build_dir=build_dir,
-                            test_dir=test_dir, results_xml=str(results_xml), extra_env=extra_env,
-                            testcase=testcase, seed=seed, waves=waves, hdl_toplevel_lang="verilog")
+            runner.test(test_module=test_module, hdl_toplevel=name, build_dir=build_dir,
+                        test_dir=test_dir, results_xml=str(results_xml), extra_env=extra_env,
+                        testcase=testcase, seed=seed, waves=waves, hdl_toplevel_lang="verilog",
+                        log_file=test_dir / "sim.log" if quiet else None)
         except SystemExit:
             pass  # the runner exits on failure under pytest; the results file says why
     finally:
@@ -132,14 +143,24 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
     if not results_xml.exists():
         raise RuntimeError(f"simulation of {name} produced no results (see the log above); "
                            f"folder {test_dir}")
-    tests, failures = _results(results_xml)
+    tests, failed = _results(results_xml)
     metrics_path = test_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     wave_file = None
     if waves:
         found = sorted(test_dir.glob("*.fst")) + sorted(test_dir.glob("*.vcd"))
         wave_file = found[0] if found else None
-    return SimResult(tests, failures, metrics, test_dir, wave_file)
+    return SimResult(tests, len(failed), metrics, test_dir, wave_file, failed)
+
+
+def _icarus_time_zero(text):
+    """Make combinational processes run at time zero under Icarus.
+
+    Icarus 11 starts ``always @*`` blocks waiting for a change, so a combinational signal
+    whose inputs keep their initial values stays X forever (Verilator and synthesis evaluate it).
+    ``always_comb`` is the same logic with SystemVerilog's run-once-at-time-zero rule.
+    """
+    return text.replace("always @*", "always_comb")
 
 
 def _adopt_build(runner, name, build_dir, waves):
@@ -148,30 +169,3 @@ def _adopt_build(runner, name, build_dir, waves):
     runner.hdl_toplevel = name
     runner.timescale = TIMESCALE
     runner.waves = waves
-
-
-@contextlib.contextmanager
-def _quiet(enabled):
-    """Send the simulator's chatter (it writes to fd 1/2 directly) to a log when asked."""
-    if not enabled:
-        yield
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    with tempfile.TemporaryFile(mode="w+") as log:
-        saved = os.dup(1), os.dup(2)
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            log.seek(0)
-            sys.stderr.write(log.read()[-20000:])
-            raise
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])

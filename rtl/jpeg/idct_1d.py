@@ -37,40 +37,46 @@ class Idct1D(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cap = self._mod_bits
-        advance = ~self.o.valid | self.o.ready
-        m.d.comb += self.i.ready.eq(advance)
+
+        # Each stage moves when its successor has room, so a stalled output lets the stages
+        # behind it close up their bubbles (a globally stalled pipeline would keep them and
+        # delay the next block by a clock every time the consumer throttles it).
+        valids = [Signal(name=f"valid_{c}") for c in "ABCDE"]
+        enables = [Signal(name=f"move_{c}") for c in "ABCDE"]
+        m.d.comb += enables[-1].eq(~valids[-1] | self.o.ready)
+        for k in reversed(range(STAGES - 1)):
+            m.d.comb += enables[k].eq(~valids[k] | enables[k + 1])
+        m.d.comb += [self.i.ready.eq(enables[0]), self.o.valid.eq(valids[-1])]
+        previous_valid = self.i.valid
+        for valid, enable in zip(valids, enables):
+            with m.If(enable):
+                m.d.sync += valid.eq(previous_valid)
+            previous_valid = valid
+        stage = {"A": enables[0], "B": enables[1], "C": enables[2], "D": enables[3], "E": enables[4]}
 
         def reg(expr, name):
-            """A pipeline register holding ``expr`` modulo 2**cap (natural width if smaller)."""
+            """A stage register (stage = first letter of ``name``) holding ``expr`` mod 2**cap."""
             width = min(len(expr), cap)
             sig = Signal(signed(width), name=name)
-            with m.If(advance):
+            with m.If(stage[name[0].upper()]):
                 m.d.sync += sig.eq(expr)
             return sig
-
-        valid = self.i.valid
-        for stage in range(STAGES):
-            nxt = Signal(name=f"valid{stage}")
-            with m.If(advance):
-                m.d.sync += nxt.eq(valid)
-            valid = nxt
-        m.d.comb += self.o.valid.eq(valid)
 
         x = [self.i.payload[k].as_signed() if not self._in_shape.signed else self.i.payload[k]
              for k in range(8)]
 
         # Stage A: the sums that feed the multipliers.
-        e_z23 = reg(x[2] + x[6], "e_z23")
-        e_x2, e_x6 = reg(x[2], "e_x2"), reg(x[6], "e_x6")
-        e_sum04 = reg(x[0] + x[4], "e_sum04")
-        e_dif04 = reg(x[0] - x[4], "e_dif04")
-        o_t0, o_t1, o_t2, o_t3 = (reg(x[7], "o_t0"), reg(x[5], "o_t1"),
-                                  reg(x[3], "o_t2"), reg(x[1], "o_t3"))
-        o_z1 = reg(x[7] + x[1], "o_z1")
-        o_z2 = reg(x[5] + x[3], "o_z2")
-        o_z3 = reg(x[7] + x[3], "o_z3")
-        o_z4 = reg(x[5] + x[1], "o_z4")
-        o_z34 = reg((x[7] + x[3]) + (x[5] + x[1]), "o_z34")
+        e_z23 = reg(x[2] + x[6], "a_z23")
+        e_x2, e_x6 = reg(x[2], "a_x2"), reg(x[6], "a_x6")
+        e_sum04 = reg(x[0] + x[4], "a_sum04")
+        e_dif04 = reg(x[0] - x[4], "a_dif04")
+        o_t0, o_t1, o_t2, o_t3 = (reg(x[7], "a_t0"), reg(x[5], "a_t1"),
+                                  reg(x[3], "a_t2"), reg(x[1], "a_t3"))
+        o_z1 = reg(x[7] + x[1], "a_z1")
+        o_z2 = reg(x[5] + x[3], "a_z2")
+        o_z3 = reg(x[7] + x[3], "a_z3")
+        o_z4 = reg(x[5] + x[1], "a_z4")
+        o_z34 = reg((x[7] + x[3]) + (x[5] + x[1]), "a_z34")
 
         # Stage B: constant multiplications (the MULTIPLY() calls of jidctint.c).
         b_z1 = reg(e_z23 * K.FIX_0_541196100, "b_z1")
@@ -113,6 +119,6 @@ class Idct1D(wiring.Component):
                 d_tmp13 - d_a0, d_tmp12 - d_a1, d_tmp11 - d_a2, d_tmp10 - d_a3]
         lo, hi = self._descale, self._mod_bits
         for k, y in enumerate(outs):
-            with m.If(advance):
+            with m.If(stage["E"]):
                 m.d.sync += self.o.payload[k].eq(y[lo:hi])
         return m

@@ -1,0 +1,99 @@
+"""The blocks that ``dlforge gen`` and ``dlforge sim`` know: how to build each, how to test it.
+
+A block is a name, a constructor with its command-line parameters, the facts its manifest
+reports, and the cocotb testbench (with the parameter sets its regression covers).
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+__all__ = ["Param", "Block", "BLOCKS", "get_block"]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: type
+    default: object
+    choices: tuple = None
+    help: str = ""
+    short: str = ""            # tag in module names, e.g. "p" -> idct_p8
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    summary: str
+    params: tuple
+    build: Callable            # (**params) -> wiring.Component
+    facts: Callable            # (component) -> dict for the manifest
+    testbench: str             # cocotb module
+    tb_params: Callable        # (component, **options) -> dict for the testbench
+    regression: tuple = field(default_factory=tuple)   # parameter sets of the full regression
+
+    def defaults(self):
+        return {p.name: p.default for p in self.params}
+
+    def module_name(self, params):
+        """Verilog module (and folder) name that says which parameters it was made with."""
+        tags = [f"{p.short}{params.get(p.name, p.default)}" for p in self.params if p.short]
+        return "_".join([self.name, *tags])
+
+    def full_params(self, params):
+        """``params`` completed with defaults and checked against the declared choices."""
+        known = {p.name: p for p in self.params}
+        unknown = set(params) - set(known)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}")
+        out = self.defaults() | {k: v for k, v in params.items() if v is not None}
+        for name, value in out.items():
+            p = known[name]
+            if p.choices is not None and value not in p.choices:
+                raise ValueError(f"{self.name}: {name} must be one of "
+                                 f"{', '.join(map(str, p.choices))}, not {value!r}")
+        return out
+
+
+def _idct_block():
+    from dlforge.rtl.jpeg.idct import Idct, SAMPLES_PER_CLOCK
+
+    def facts(c):
+        return {
+            "function": "8x8 inverse DCT bit-exact to libjpeg-turbo jpeg_idct_islow "
+                        "(dequantisation, range limit included)",
+            "input_order": "natural (row-major); lane k of a beat is the k-th next coefficient",
+            "output_order": "raster; lane k of a beat is the k-th next sample",
+            "latency_cycles": c.latency,
+            "block_interval_cycles": c.block_interval,
+            "throughput_samples_per_cycle": c.samples_per_clock,
+        }
+
+    def tb_params(c, blocks=2000, seed=1):
+        return {"samples_per_clock": c.samples_per_clock, "latency": c.latency,
+                "blocks": blocks, "seed": seed}
+
+    return Block(
+        name="idct",
+        summary="8x8 islow IDCT, bit-exact to libjpeg-turbo",
+        params=(Param("samples_per_clock", int, 1, SAMPLES_PER_CLOCK,
+                      "coefficients in and samples out per clock", short="p"),),
+        build=lambda samples_per_clock=1: Idct(samples_per_clock),
+        facts=facts,
+        testbench="dlforge.sim.tb_idct",
+        tb_params=tb_params,
+        regression=tuple({"samples_per_clock": n} for n in SAMPLES_PER_CLOCK),
+    )
+
+
+_FACTORIES = {"idct": _idct_block}
+
+
+def BLOCKS():
+    return tuple(_FACTORIES)
+
+
+def get_block(name):
+    try:
+        return _FACTORIES[name]()
+    except KeyError:
+        raise KeyError(f"unknown block {name!r}; known blocks: {', '.join(_FACTORIES)}") from None

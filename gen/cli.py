@@ -1,0 +1,123 @@
+"""The ``dlforge`` command: one entry point for generating, simulating and (later) building."""
+
+import argparse
+import json
+import sys
+
+from .blocks import BLOCKS, get_block
+
+__all__ = ["main"]
+
+
+def _add_block_params(parser):
+    """Every block parameter as an option; each block ignores the ones it does not declare."""
+    seen = {}
+    for name in BLOCKS():
+        for p in get_block(name).params:
+            if p.name not in seen:
+                seen[p.name] = p
+                parser.add_argument(f"--{p.name.replace('_', '-')}", type=p.type, default=None,
+                                    help=f"{p.help} (default {p.default}"
+                                         + (f"; one of {', '.join(map(str, p.choices))})" if p.choices else ")"))
+
+
+def _block_params(block, args):
+    return {p.name: getattr(args, p.name) for p in block.params if getattr(args, p.name) is not None}
+
+
+def cmd_gen(args):
+    from .verilog import generate
+    block = get_block(args.block)
+    path, info = generate(block.name, args.output, **_block_params(block, args))
+    if args.json:
+        print(json.dumps({"verilog": str(path), "manifest": info}, indent=2))
+    else:
+        print(f"wrote {path} and {path.parent / 'manifest.json'} "
+              f"(top {info['top']}, {len(info['ports'])} ports)")
+    return 0
+
+
+def cmd_sim(args):
+    from .regression import run_regression
+    block = get_block(args.block)
+    chosen = _block_params(block, args)
+    if chosen:
+        param_sets = [chosen]
+    else:
+        param_sets = list(block.regression) or [block.defaults()]
+    options = {}
+    if args.blocks is not None:
+        options["blocks"] = args.blocks
+    if args.seed is not None:
+        options["seed"] = args.seed
+    rows = run_regression(block.name, sim=args.sim, waves=args.waves, param_sets=param_sets,
+                          quiet=not args.verbose, **options)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(_table(rows))
+    for row in rows:
+        if not row["passed"]:
+            print(f"FAILED: {row['block']} {row['parameters']}: see {row['log_dir']}/sim.log",
+                  file=sys.stderr)
+        if row["waves"]:
+            print(f"waves: {row['waves']}", file=sys.stderr)
+    return 0 if all(row["passed"] for row in rows) else 1
+
+
+def _table(rows):
+    head = ("parameters", "sim", "tests", "result", "blocks checked", "latency", "clk/block",
+            "samples/clk")
+    lines = []
+    for row in rows:
+        m = row["metrics"]
+        checked = m.get("random_blocks", 0) + m.get("full_rate_blocks", 0) + m.get("stall_blocks", 0)
+        lines.append((
+            " ".join(f"{k}={v}" for k, v in row["parameters"].items()), row["sim"],
+            str(row["tests"]), "pass" if row["passed"] else f"FAIL ({row['failures']})",
+            str(checked) if checked else "-", str(m.get("latency_cycles", "-")),
+            f"{m['cycles_per_block']:g}" if "cycles_per_block" in m else "-",
+            f"{m['samples_per_clock']:g}" if "samples_per_clock" in m else "-",
+        ))
+    widths = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+                     + [fmt.format(*r) for r in lines])
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="dlforge", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("gen", help="write a block's Verilog and manifest.json")
+    gen.add_argument("block", choices=BLOCKS())
+    gen.add_argument("-o", "--output", required=True, help="output folder")
+    gen.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    _add_block_params(gen)
+    gen.set_defaults(func=cmd_gen)
+
+    sim = sub.add_parser("sim", help="run a block's cocotb regression")
+    sim.add_argument("block", choices=BLOCKS())
+    sim.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    sim.add_argument("--waves", action="store_true", help="record FST waveforms (also WAVES=1)")
+    sim.add_argument("--blocks", type=int, default=None,
+                     help="how many random and edge-case items the testbench checks")
+    sim.add_argument("--seed", type=int, default=None)
+    sim.add_argument("--json", action="store_true", help="print results as JSON")
+    sim.add_argument("-v", "--verbose", action="store_true", help="show simulator output")
+    _add_block_params(sim)
+    sim.set_defaults(func=cmd_sim)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, KeyError, RuntimeError) as exc:
+        print(f"dlforge: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
