@@ -39,6 +39,7 @@ class Narrow(wiring.Component):
 
     def __init__(self, shape, in_lanes, out_lanes):
         if in_lanes % out_lanes:
+            self._MustUse__silence = True   # never elaborated: no "unused" warning for it
             raise ValueError(f"{in_lanes} input lanes do not split into beats of {out_lanes}")
         self._shape, self._in_lanes, self._out_lanes = shape, in_lanes, out_lanes
         super().__init__({

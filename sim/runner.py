@@ -16,6 +16,7 @@ from xml.etree import ElementTree
 from amaranth.back import verilog
 from filelock import FileLock
 
+from .fst_support import lz4_build_env
 from .toolpaths import simulator_env
 
 __all__ = ["SimResult", "run_cocotb", "build_dir_root", "write_verilog", "VERILATOR_WAIVERS",
@@ -106,6 +107,10 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
     build_dir = root / f"{name}-{sim}-{key.hexdigest()[:12]}"
     build_dir.mkdir(parents=True, exist_ok=True)
     source = build_dir / f"{name}.v"
+
+    if waves and sim == "verilator":
+        for key, value in lz4_build_env(build_dir_root()).items():
+            env[key] = f"{env.get(key, '')} {value}".strip()
 
     saved_env = os.environ.copy()
     os.environ.update(env)

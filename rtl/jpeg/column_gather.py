@@ -17,6 +17,7 @@ class ColumnGather(wiring.Component):
 
     def __init__(self, shape, lanes):
         if lanes not in (1, 2, 4, 8):
+            self._MustUse__silence = True   # never elaborated: no "unused" warning for it
             raise ValueError(f"lanes must be 1, 2, 4 or 8, not {lanes}")
         self._shape, self._lanes = shape, lanes
         super().__init__({

@@ -43,6 +43,7 @@ class Idct(wiring.Component):
 
     def __init__(self, samples_per_clock=1):
         if samples_per_clock not in SAMPLES_PER_CLOCK:
+            self._MustUse__silence = True   # never elaborated: no "unused" warning for it
             raise ValueError(f"samples_per_clock must be one of {SAMPLES_PER_CLOCK}, "
                              f"not {samples_per_clock!r}")
         self.samples_per_clock = samples_per_clock
