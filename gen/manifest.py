@@ -34,7 +34,7 @@ def describe_ports(component):
     for path, member, value in component.signature.flatten(component):
         name = "__".join(str(p) for p in path)
         direction = "input" if member.flow == wiring.In else "output"
-        entry = {"name": name, "direction": direction, "width": Value.cast(value).width}
+        entry = {"name": name, "direction": direction, "width": len(Value.cast(value))}
         if member.shape is not None:
             entry["shape"] = describe_shape(member.shape)
         ports.append(entry)

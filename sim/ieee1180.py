@@ -153,8 +153,8 @@ def ieee1180_test(idct=None, L=256, H=255, sign=1, blocks=10000, seed=1):
     one call); it defaults to the golden model.  Keys of the result: ``L, H, sign, blocks``;
     ``peak_error`` (int) and ``peak_error_map`` (8x8); ``pmse``, ``omse``, ``pme``, ``ome``
     (floats, ``pme``/``ome`` as magnitudes) with ``pmse_map``/``pme_map`` (8x8, signed mean
-    errors); ``zero_ok`` (all-zero in gives all-zero out); ``checks`` (name -> bool, limits
-    from ``LIMITS``) and ``passed`` (all checks).
+    errors) and ``mean_error`` (the signed overall mean error); ``zero_ok`` (all-zero in
+    gives all-zero out); ``checks`` (name -> bool, limits from ``LIMITS``) and ``passed``.
     """
     if idct is None:
         idct = model_idct
@@ -182,6 +182,7 @@ def ieee1180_test(idct=None, L=256, H=255, sign=1, blocks=10000, seed=1):
         "pme": float(np.abs(pme_map).max()),
         "pme_map": pme_map,
         "ome": float(abs(sum_err.sum() / (64 * blocks))),
+        "mean_error": float(sum_err.sum() / (64 * blocks)),
     }
     zero = np.asarray(idct(np.zeros((1, 8, 8), dtype=np.int16)))
     res["zero_ok"] = bool(np.all(zero == 0))

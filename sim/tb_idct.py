@@ -105,3 +105,5 @@ async def long_stall(dut):
     got, stats = await stream_through(dut, beats, len(beats),
                                       ready_prob=lambda c: 0.0 if 100 <= c < 1100 else 1.0)
     check(unpack_outputs(got), coefs, quant)
+    assert stats.in_stalls > 0, "the input was never refused during the stall"
+    record(stall_blocks=len(coefs))

@@ -167,7 +167,8 @@ def test_range_limit_table_matches_jdmaster():
     """The model's 1024-entry table is exactly the one libjpeg builds, entry by entry."""
     ref = _jdmaster_range_limit()
     assert np.array_equal(range_limit_table(), ref)
-    assert [K.range_limit(x) for x in range(-2048, 2048)] == [int(ref[x & 1023]) for x in range(-2048, 2048)]
+    xs = range(-2048, 2048)
+    assert [K.range_limit(x) for x in xs] == [int(ref[x & 1023]) for x in xs]
 
 
 def test_zigzag_table():
@@ -386,7 +387,8 @@ SIXTEEN_BIT_TABLES = {
     "std_x3": STD_LUMA * 3,                              # 30..363: a few entries need 16 bits
     "std_x20": STD_LUMA * 20,                            # 200..2420
     "std_x50_capped": np.minimum(STD_LUMA * 50, 32767),  # 500..6050
-    "x1000": np.minimum(STD_LUMA * 1000, 65535),         # libjpeg caps these at 32767
+    "x1000": np.minimum(STD_LUMA * 1000, 65535),         # capped at 32767; all coefs round
+                                                         # to 0: the SOF1/DQT syntax only
     # High frequencies x300 (up to 36300 -> 32767), low ones standard.  See the test.
     "hf_x300": np.where(np.add.outer(np.arange(8), np.arange(8)) > 6, STD_LUMA * 300, STD_LUMA),
 }
@@ -402,7 +404,8 @@ def test_sixteen_bit_quant_tables(photos, tmp_path, table_name):
     8 * q in 16 bits (jcdctmgr.c compute_reciprocal), so entries above 8191 quantise with
     ((8q) mod 65536) / 8, e.g. 16500 -> 116.  A few coefficients come out +-1 where 0 was
     due, and their reconstruction reaches +-4000, far outside [-512, 511]: the C table wraps
-    those values modulo 1024, the SIMD code saturates them.  Only such blocks differ.
+    those values modulo 1024, the SIMD code saturates them (pass 1's packssdw, then the
+    final pack).  Only such blocks differ.
     """
     table = SIXTEEN_BIT_TABLES[table_name]
     expect = np.minimum(table, 32767)
@@ -433,7 +436,7 @@ def test_sixteen_bit_quant_tables(photos, tmp_path, table_name):
         if X86:
             emu, safe = simd_idct_islow(dct.Y.reshape(-1, 8, 8), dct.qt[0])
             assert np.array_equal(emu, _to_blocks(lib, bv, bh).reshape(-1, 8, 8)), name
-            assert np.array_equal(~safe, outside), name          # unsafe exactly where C leaves +-512
+            assert np.array_equal(~safe, outside), name          # unsafe = C beyond +-512
     if table_name == "hf_x300":
         assert differing > 0
 
@@ -611,7 +614,9 @@ def corrupt_files(tmp_path_factory):
     low = np.s_[8:]                                                      # block rows 8..15
     valid = np.ones(Y0.shape[:2], dtype=bool)
     valid[low] = False
-    big = lambda n: rng.choice([-1, 1], n) * rng.integers(2047, 32768, n)  # noqa: E731
+
+    def big(n):                                     # +-2047 .. +-32767
+        return rng.choice([-1, 1], n) * rng.integers(2047, 32768, n)
 
     cases = {}
     Y = Y0.copy()                                   # a few huge AC terms per block
@@ -632,8 +637,9 @@ def corrupt_files(tmp_path_factory):
     Y[low][..., 1:, :] = 0
     Y[low][..., 0, 1:] = rng.integers(-32767, 32768, size=Y[low][..., 0, 1:].shape)
     cases["row0_only"] = (Y, q0, valid)
-    cases["quant_15bit"] = (Y0, rng.integers(256, 32768, size=(8, 8)), valid & False)
-    cases["quant_16bit"] = (Y0, rng.integers(256, 65536, size=(8, 8)), valid & False)
+    none = np.zeros_like(valid)                     # a large table touches every block
+    cases["quant_15bit"] = (Y0, rng.integers(256, 32768, size=(8, 8)), none)
+    cases["quant_16bit"] = (Y0, rng.integers(256, 65536, size=(8, 8)), none)
 
     out = {}
     for name, (Y, qt, ok) in cases.items():
@@ -657,8 +663,9 @@ def test_corrupt_blocks_match_portable_c_libjpeg(corrupt_files):
         ours = idct_islow(Y, qt)
         for version in ("8d", "9f"):
             with _libjpeg(version):
-                theirs = jpeglib.read_spatial(str(path), dct_method=jpeglib.JDCT_ISLOW).spatial[..., 0]
-            assert np.array_equal(_to_blocks(theirs, *Y.shape[:2]), ours), (name, version)
+                theirs = jpeglib.read_spatial(str(path), dct_method=jpeglib.JDCT_ISLOW)
+            theirs = _to_blocks(theirs.spatial[..., 0], *Y.shape[:2])
+            assert np.array_equal(theirs, ours), (name, version)
 
 
 
