@@ -65,6 +65,25 @@ def cmd_sim(args):
     return 0 if all(row["passed"] for row in rows) else 1
 
 
+def cmd_synth(args):
+    from ..boards.ooc import synthesize
+    block = get_block(args.block)
+    params = block.full_params(_block_params(block, args))
+    top = block.module_name(params)
+    out_dir = args.output or f"build/synth/{top}-{args.device}"
+    figures = synthesize(block.build(**params), top, out_dir, device=args.device,
+                         freq_mhz=args.freq, seed=args.seed)
+    figures["parameters"] = params
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        print(f"{top} on {args.device}: {figures['luts']} LUT4, {figures['ffs']} FF, "
+              f"{figures['lutram']} LUT-RAM, {figures['bram']} block RAM, {figures['dsp']} DSP; "
+              f"Fmax {figures['fmax_mhz']} MHz (target {args.freq:g}: "
+              f"{'met' if figures['meets_timing'] else 'missed'})")
+    return 0
+
+
 def _table(rows):
     head = ("parameters", "sim", "tests", "result", "blocks checked", "latency", "clk/block",
             "samples/clk")
@@ -107,6 +126,18 @@ def build_parser():
     sim.add_argument("-v", "--verbose", action="store_true", help="show simulator output")
     _add_block_params(sim)
     sim.set_defaults(func=cmd_sim)
+
+    from ..boards.ooc import DEVICES
+    synth = sub.add_parser("synth", help="out-of-context synthesis, place and route of a block "
+                                         "(YoWASP yosys + nextpnr): resources and Fmax")
+    synth.add_argument("block", choices=BLOCKS())
+    synth.add_argument("--device", choices=tuple(DEVICES), default="ecp5-85f")
+    synth.add_argument("--freq", type=float, default=100.0, help="target clock in MHz")
+    synth.add_argument("--seed", type=int, default=1, help="placer seed")
+    synth.add_argument("-o", "--output", default=None, help="work folder (default build/synth/...)")
+    synth.add_argument("--json", action="store_true")
+    _add_block_params(synth)
+    synth.set_defaults(func=cmd_synth)
     return parser
 
 

@@ -24,8 +24,8 @@ def test_blocks_bit_exact(lanes):
 
 
 def test_latency_and_interval_figures():
-    assert Idct(8).block_interval == 8 and Idct(1).block_interval == 64
-    assert Idct(8).latency == 27 and Idct(1).latency == 84
+    assert Idct.timing(8) == (29, 8) and Idct.timing(1) == (86, 64)
+    assert Idct.timing(2) == (54, 32) and Idct.timing(4) == (38, 16)
 
 
 def test_rejects_unsupported_width():

@@ -1,12 +1,17 @@
 """Turn an 8x8 block arriving in raster order into its eight columns, one column per beat.
 
 Both IDCT passes need whole columns (pass 1) or rows (pass 2) while data arrives the other way
-round; this is the corner-turn between them.  Two banks alternate so that one block is read
-while the next is written: with 8-lane input it sustains one block every 8 clocks.
+round; this is the corner-turn between them.  The block is kept in eight small RAMs with a
+skewed layout: element (row r, column c) lives in RAM (r + c) mod 8 at address r.  Any run of
+up to eight elements of one row, and any whole column, then touches eight different RAMs, so
+a row segment is written and a column read in one clock with a single port per RAM.  Each
+RAM holds two blocks (16 entries, a LUT-RAM on most FPGAs) so that one block is read while
+the next is written: with 8-lane input it sustains one block every 8 clocks.
 """
 
-from amaranth import Module, Signal, Array, Mux
+from amaranth import Module, Signal, Array, Cat
 from amaranth.lib import wiring, stream, data
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["ColumnGather"]
@@ -29,38 +34,54 @@ class ColumnGather(wiring.Component):
         m = Module()
         lanes = self._lanes
         beats = 64 // lanes
-        banks = [[Signal(self._shape, name=f"bank{b}_r{e // 8}c{e % 8}") for e in range(64)]
-                 for b in range(2)]
-        full = Signal(2)
-        wbank = Signal()
-        wbeat = Signal(range(beats))
-        rbank = Signal()
-        rcol = Signal(3)
+        rams = []
+        for b in range(8):
+            ram = Memory(shape=self._shape, depth=16, init=[])
+            m.submodules[f"ram{b}"] = ram
+            rams.append((ram.write_port(), ram.read_port(domain="comb")))
 
-        # Write side: a beat lands in the bank being filled; the last beat hands it to the reader.
-        m.d.comb += self.i.ready.eq(~full.bit_select(wbank, 1))
-        write = self.i.valid & self.i.ready
-        for b, bank in enumerate(banks):
-            for e, cell in enumerate(bank):
-                with m.If(write & (wbank == b) & (wbeat == e // lanes)):
-                    m.d.sync += cell.eq(self.i.payload[e % lanes])
+        full = Signal(2)          # which of the two block slots hold a complete block
+        wslot = Signal()
+        wbeat = Signal(range(beats))
+        rslot = Signal()
+        rcol = Signal(3)
         set_full = Signal(2)
         clear_full = Signal(2)
+
+        # Write side: beat k carries row (k*lanes)//8, columns (k*lanes)%8 + l.
+        m.d.comb += self.i.ready.eq(~full.bit_select(wslot, 1))
+        write = self.i.valid & self.i.ready
+        index = Signal(6)
+        m.d.comb += index.eq(wbeat * lanes)
+        row, col0 = index[3:6], index[0:3]
+        lanes_in = Array(self.i.payload[l] for l in range(lanes))
+        for b, (wport, _) in enumerate(rams):
+            lane = Signal(3, name=f"lane_for_ram{b}")   # which input lane lands in RAM b
+            m.d.comb += [
+                lane.eq(b - row - col0),
+                wport.addr.eq(Cat(row, wslot)),
+                wport.data.eq(lanes_in[lane] if lanes > 1 else self.i.payload[0]),
+                wport.en.eq(write & (lane < lanes)),
+            ]
         with m.If(write):
             m.d.sync += wbeat.eq(wbeat + 1)
             with m.If(wbeat == beats - 1):
-                m.d.sync += [wbeat.eq(0), wbank.eq(~wbank)]
-                m.d.comb += set_full.eq(1 << wbank)
+                m.d.sync += [wbeat.eq(0), wslot.eq(~wslot)]
+                m.d.comb += set_full.eq(1 << wslot)
 
-        # Read side: column rcol of the full bank.
-        m.d.comb += self.o.valid.eq(full.bit_select(rbank, 1))
+        # Read side: column c has row r in RAM (r + c) mod 8, so RAM b supplies row (b - c).
+        m.d.comb += self.o.valid.eq(full.bit_select(rslot, 1))
+        for b, (_, rport) in enumerate(rams):
+            row_of_b = Signal(3, name=f"row_in_ram{b}")
+            m.d.comb += [row_of_b.eq(b - rcol), rport.addr.eq(Cat(row_of_b, rslot))]
+        outputs = Array(rport.data for _, rport in rams)
         for r in range(8):
-            options = [Array(bank[r * 8 + c] for c in range(8))[rcol] for bank in banks]
-            m.d.comb += self.o.payload[r].eq(Mux(rbank, options[1], options[0]))
+            ram_of_r = Signal(3, name=f"ram_of_row{r}")
+            m.d.comb += [ram_of_r.eq(r + rcol), self.o.payload[r].eq(outputs[ram_of_r])]
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += rcol.eq(rcol + 1)
             with m.If(rcol == 7):
-                m.d.sync += rbank.eq(~rbank)
-                m.d.comb += clear_full.eq(1 << rbank)
+                m.d.sync += rslot.eq(~rslot)
+                m.d.comb += clear_full.eq(1 << rslot)
         m.d.sync += full.eq((full | set_full) & ~clear_full)
         return m

@@ -52,21 +52,31 @@ class Idct(wiring.Component):
             "o": Out(stream.Signature(data.ArrayLayout(unsigned(8), samples_per_clock))),
         })
 
+    @staticmethod
+    def timing(samples_per_clock):
+        """(latency, block interval) in clocks for a width, without building the component.
+
+        Interval: ``64 / samples_per_clock``.  Latency, from the first coefficient of a block
+        entering to its first sample leaving: dequantiser (1) + the rest of the block arriving
+        (interval - 1) + slot hand-over (1) + column register (1) + column pass + the eight
+        columns (8) + row register (1) + row pass + the narrowing register (only when fewer
+        than 8 samples leave per clock).  The
+        testbench measures both figures and checks them against these.
+        """
+        interval = 64 // samples_per_clock
+        narrow = 1 if samples_per_clock < 8 else 0
+        latency = 1 + (interval - 1) + 1 + 1 + Idct1D.latency + 8 + 1 + Idct1D.latency + narrow
+        return latency, interval
+
     @property
     def block_interval(self):
         """Clocks between consecutive blocks at full rate."""
-        return 64 // self.samples_per_clock
+        return self.timing(self.samples_per_clock)[1]
 
     @property
     def latency(self):
-        """Clocks from the first coefficient of a block entering to its first sample leaving.
-
-        Dequantiser (1) + the rest of the block arriving (interval - 1) + bank hand-over (1) +
-        column pass + the eight columns (8) + row pass + the narrowing register (only when
-        fewer than 8 samples leave per clock).  The testbench measures and checks this figure.
-        """
-        narrow = 1 if self.samples_per_clock < 8 else 0
-        return 1 + (self.block_interval - 1) + 1 + Idct1D.latency + 8 + Idct1D.latency + narrow
+        """Clocks from a block's first coefficient in to its first sample out (see ``timing``)."""
+        return self.timing(self.samples_per_clock)[0]
 
     def parameters(self):
         return {"samples_per_clock": self.samples_per_clock}
@@ -82,18 +92,25 @@ class Idct(wiring.Component):
         m.submodules.dequant = dequant = PipeStage(
             data.ArrayLayout(CoefLayout, lanes), data.ArrayLayout(DEQUANT_SHAPE, lanes), dequantize)
         m.submodules.columns = columns = ColumnGather(DEQUANT_SHAPE, lanes)
+        # A register after each corner-turn keeps its RAM read and rotation out of the
+        # first adders of the pass that follows.
+        m.submodules.columns_reg = columns_reg = PipeStage(columns.o.payload.shape(),
+                                                           columns.o.payload.shape())
         m.submodules.pass1 = pass1 = Idct1D(DEQUANT_SHAPE, K.PASS1_MOD_BITS, K.PASS1_DESCALE)
         m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8)
+        m.submodules.rows_reg = rows_reg = PipeStage(rows.o.payload.shape(), rows.o.payload.shape())
         m.submodules.pass2 = pass2 = Idct1D(unsigned(pass1.out_bits), K.PASS2_BITS, K.PASS2_DESCALE)
         m.submodules.narrow = narrow = Narrow(unsigned(8), 8, lanes)
 
         wiring.connect(m, wiring.flipped(self.i), dequant.i)
         wiring.connect(m, dequant.o, columns.i)
-        wiring.connect(m, columns.o, pass1.i)
+        wiring.connect(m, columns.o, columns_reg.i)
+        wiring.connect(m, columns_reg.o, pass1.i)
         # Pass 1 emits columns; gathering them as "raster" beats of a transposed block and
         # reading that block's columns yields the rows of the original one.
         wiring.connect(m, pass1.o, rows.i)
-        wiring.connect(m, rows.o, pass2.i)
+        wiring.connect(m, rows.o, rows_reg.i)
+        wiring.connect(m, rows_reg.o, pass2.i)
         m.d.comb += [
             narrow.i.valid.eq(pass2.o.valid),
             pass2.o.ready.eq(narrow.i.ready),

