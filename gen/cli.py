@@ -86,7 +86,7 @@ def cmd_synth(args):
 
 def _table(rows):
     head = ("parameters", "sim", "tests", "result", "blocks checked", "latency", "clk/block",
-            "samples/clk")
+            "blocks/clk", "samples/clk")
     lines = []
     for row in rows:
         m = row["metrics"]
@@ -96,6 +96,7 @@ def _table(rows):
             str(row["tests"]), "pass" if row["passed"] else f"FAIL ({row['failures']})",
             str(checked) if checked else "-", str(m.get("latency_cycles", "-")),
             f"{m['cycles_per_block']:g}" if "cycles_per_block" in m else "-",
+            f"{1 / m['cycles_per_block']:.4g}" if "cycles_per_block" in m else "-",
             f"{m['samples_per_clock']:g}" if "samples_per_clock" in m else "-",
         ))
     widths = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(head)]

@@ -134,7 +134,9 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
                 _adopt_build(runner, name, build_dir, waves)
         test_dir = Path(tempfile.mkdtemp(prefix="run-", dir=build_dir))
         results_xml = test_dir / "results.xml"
-        extra_env = {PARAMS_ENV: json.dumps(params)}
+        # Warnings are errors in testbenches too, as in the pytest suite.
+        extra_env = {PARAMS_ENV: json.dumps(params),
+                     "PYTHONWARNINGS": os.environ.get("DLFORGE_TB_WARNINGS", "error")}
         try:
             runner.test(test_module=test_module, hdl_toplevel=name, build_dir=build_dir,
                         test_dir=test_dir, results_xml=str(results_xml), extra_env=extra_env,

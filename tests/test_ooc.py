@@ -1,0 +1,29 @@
+"""Out-of-context synthesis with the YoWASP tools: real figures from a real place-and-route."""
+
+import pytest
+from amaranth import unsigned
+
+from dlforge.boards.ooc import DEVICES, synthesize
+from dlforge.rtl.stream_pipe import Narrow
+
+
+@pytest.mark.slow
+def test_small_block_on_ecp5(tmp_path):
+    figures = synthesize(Narrow(unsigned(8), 8, 2), "narrow", tmp_path, device="ecp5-25f",
+                         freq_mhz=50)
+    assert figures["device"] == "ecp5-25f" and figures["top"] == "narrow"
+    assert 64 <= figures["ffs"] < 200          # the 64-bit holding register and a few more
+    assert 0 < figures["luts"] < 500 and figures["dsp"] == 0 and figures["bram"] == 0
+    assert figures["fmax_mhz"] > 50 and figures["meets_timing"]
+    assert (tmp_path / "narrow.v").exists() and (tmp_path / "report.json").exists()
+
+
+def test_unknown_device(tmp_path):
+    block = Narrow(unsigned(8), 8, 2)
+    with pytest.raises(ValueError, match="unknown device"):
+        synthesize(block, "narrow", tmp_path, device="xc7a35t")
+    block._MustUse__silence = True
+
+
+def test_devices_cover_the_boards_we_target():
+    assert {"ecp5-85f", "ice40-up5k"} <= set(DEVICES)
