@@ -50,7 +50,8 @@ def cmd_sim(args):
         options["blocks"] = args.blocks
     if args.seed is not None:
         options["seed"] = args.seed
-    rows = run_regression(block.name, sim=args.sim, waves=args.waves, param_sets=param_sets,
+    from ..sim.runner import default_simulator
+    rows = run_regression(block.name, sim=args.sim or default_simulator(), waves=args.waves, param_sets=param_sets,
                           quiet=not args.verbose, **options)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -118,7 +119,8 @@ def build_parser():
 
     sim = sub.add_parser("sim", help="run a block's cocotb regression")
     sim.add_argument("block", choices=BLOCKS())
-    sim.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    sim.add_argument("--sim", choices=("verilator", "icarus"), default=None,
+                     help="simulator (default: $SIM, else verilator)")
     sim.add_argument("--waves", action="store_true", help="record FST waveforms (also WAVES=1)")
     sim.add_argument("--blocks", type=int, default=None,
                      help="how many random and edge-case items the testbench checks")

@@ -1,15 +1,16 @@
 """Run a block's cocotb regression over its parameter sets and summarise what was verified."""
 
-from ..sim.runner import run_cocotb
+from ..sim.runner import default_simulator, run_cocotb
 from .blocks import get_block
 
 __all__ = ["run_regression"]
 
 
-def run_regression(block_name, *, sim="verilator", waves=False, param_sets=None, quiet=True,
+def run_regression(block_name, *, sim=None, waves=False, param_sets=None, quiet=True,
                    **tb_options):
     """Simulate every parameter set; return a list of rows (parameters, pass/fail, metrics)."""
     block = get_block(block_name)
+    sim = sim or default_simulator()
     rows = []
     for params in param_sets or block.regression or (block.defaults(),):
         params = block.full_params(params)

@@ -19,7 +19,7 @@ from filelock import FileLock
 from .fst_support import lz4_build_env
 from .toolpaths import simulator_env
 
-__all__ = ["SimResult", "run_cocotb", "build_dir_root", "write_verilog", "VERILATOR_WAIVERS",
+__all__ = ["SimResult", "run_cocotb", "default_simulator", "build_dir_root", "write_verilog", "VERILATOR_WAIVERS",
            "PARAMS_ENV"]
 
 #: Environment variable through which a testbench receives its parameters (JSON).
@@ -82,7 +82,12 @@ def _results(xml_path):
     return tests, failed
 
 
-def run_cocotb(component, *, name, test_module, params=None, sim="verilator", waves=False,
+def default_simulator():
+    """The simulator chosen by the ``SIM`` environment variable (cocotb's convention), else Verilator."""
+    return os.environ.get("SIM") or "verilator"
+
+
+def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=False,
                testcase=None, seed=None, quiet=False):
     """Run cocotb module ``test_module`` against ``component`` on ``sim``; return a SimResult.
 
@@ -94,6 +99,7 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
     from cocotb_tools.runner import get_runner
 
     params = dict(params or {})
+    sim = sim or default_simulator()
     waves = bool(waves) or os.environ.get("WAVES", "0") not in ("", "0")
     env = simulator_env(sim)
     text = verilog.convert(component, name=name, emit_src=False)
@@ -102,7 +108,8 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
     build_flags = list(VERILATOR_WAIVERS) + (["--trace-fst", "--trace-structs"] if waves else [])
     if sim == "verilator":
         build_flags += ["-O3", "--x-assign", "fast", "--x-initial", "fast"]
-    key = hashlib.sha256("\0".join([text, sim, repr(build_flags), repr(TIMESCALE)]).encode())
+    key = hashlib.sha256("\0".join([text, sim, repr(build_flags), repr(TIMESCALE),
+                                    f"waves={waves}"]).encode())
     root = build_dir_root() / "sim"
     build_dir = root / f"{name}-{sim}-{key.hexdigest()[:12]}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -155,7 +162,9 @@ def run_cocotb(component, *, name, test_module, params=None, sim="verilator", wa
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     wave_file = None
     if waves:
-        found = sorted(test_dir.glob("*.fst")) + sorted(test_dir.glob("*.vcd"))
+        # Verilator writes into the run folder, Icarus next to its build.
+        found = (sorted(test_dir.glob("*.fst")) + sorted(test_dir.glob("*.vcd"))
+                 + sorted(build_dir.glob(f"{name}.fst")))
         wave_file = found[0] if found else None
     return SimResult(tests, len(failed), metrics, test_dir, wave_file, failed)
 

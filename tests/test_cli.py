@@ -52,7 +52,7 @@ def test_sim_prints_table_and_json(tmp_path):
                              "--json"], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads(result.stdout)
-    assert len(rows) == 1 and rows[0]["passed"] and rows[0]["sim"] == "verilator"
+    assert len(rows) == 1 and rows[0]["passed"]
     assert rows[0]["metrics"]["cycles_per_block"] == 8.0
     table = subprocess.run([*DLFORGE, "sim", "idct", "--samples-per-clock", "8", "--blocks", "50"],
                            capture_output=True, text=True, env=env)

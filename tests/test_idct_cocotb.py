@@ -6,7 +6,8 @@ from dlforge.rtl.jpeg.idct import Idct
 from dlforge.sim.runner import run_cocotb
 
 
-def regress(samples_per_clock, blocks, sim="verilator", seed=1):
+def regress(samples_per_clock, blocks, sim=None, seed=1):
+    """Run the regression on ``sim`` (default: $SIM, else Verilator) and check its figures."""
     dut = Idct(samples_per_clock)
     result = run_cocotb(dut, name=f"idct_p{samples_per_clock}", test_module="dlforge.sim.tb_idct",
                         params={"samples_per_clock": samples_per_clock, "latency": dut.latency,
@@ -23,12 +24,12 @@ def regress(samples_per_clock, blocks, sim="verilator", seed=1):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("samples_per_clock", [1, 8])
-def test_verilator_10k_blocks(samples_per_clock):
+def test_10k_blocks(samples_per_clock):
     regress(samples_per_clock, blocks=10_000, seed=samples_per_clock)
 
 
 @pytest.mark.parametrize("samples_per_clock", [2, 4])
-def test_verilator(samples_per_clock):
+def test_other_widths(samples_per_clock):
     regress(samples_per_clock, blocks=2000, seed=samples_per_clock)
 
 

@@ -19,7 +19,7 @@ def test_params_reach_testbench_and_build_is_reused(tmp_path, monkeypatch):
     first = run_cocotb(narrow(), name="narrow_8to2", test_module="dlforge.sim.tb_narrow",
                        params={"out_lanes": 2, "beats": 50}, quiet=True)
     assert first.passed and first.metrics["elements"] == 400
-    builds = list((tmp_path / "sim").glob("narrow_8to2-verilator-*/.built"))
+    builds = list((tmp_path / "sim").glob("narrow_8to2-*/.built"))
     assert len(builds) == 1
     stamp_time = builds[0].stat().st_mtime_ns
     second = run_cocotb(narrow(), name="narrow_8to2", test_module="dlforge.sim.tb_narrow",
@@ -30,7 +30,7 @@ def test_params_reach_testbench_and_build_is_reused(tmp_path, monkeypatch):
     # A different design gets a different folder.
     run_cocotb(narrow(4), name="narrow_8to2", test_module="dlforge.sim.tb_narrow",
                params={"out_lanes": 4, "beats": 10}, quiet=True)
-    assert len(list((tmp_path / "sim").glob("narrow_8to2-verilator-*/.built"))) == 2
+    assert len(list((tmp_path / "sim").glob("narrow_8to2-*/.built"))) == 2
 
 
 def test_failing_testbench_is_reported(tmp_path, monkeypatch):
@@ -50,6 +50,13 @@ def test_waves_are_written(tmp_path, monkeypatch):
     assert result.waves.stat().st_size > 0
 
 
+def test_sim_environment_variable_picks_the_default(monkeypatch):
+    monkeypatch.setenv("SIM", "icarus")
+    assert runner.default_simulator() == "icarus"
+    monkeypatch.delenv("SIM")
+    assert runner.default_simulator() == "verilator"
+
+
 def test_waiver_list_is_explicit():
     assert all(flag.startswith("-Wno-") for flag in runner.VERILATOR_WAIVERS)
     assert "-Wno-fatal" not in runner.VERILATOR_WAIVERS and "-Wno-lint" not in runner.VERILATOR_WAIVERS
@@ -59,5 +66,6 @@ def test_waiver_list_is_explicit():
 def test_icarus_runs_the_same_testbench(tmp_path, monkeypatch):
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
     result = run_cocotb(narrow(), name="narrow_ivl", test_module="dlforge.sim.tb_narrow",
-                        params={"out_lanes": 2, "beats": 30}, sim="icarus", quiet=True)
+                        params={"out_lanes": 2, "beats": 30}, sim="icarus", waves=True, quiet=True)
     assert result.passed
+    assert result.waves is not None and result.waves.suffix == ".fst"
