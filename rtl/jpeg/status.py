@@ -1,0 +1,51 @@
+"""Status codes of the JPEG decoder, shared by the gateware, the golden model and the host.
+
+One byte per image.  0 is success; 0x1x are valid files the decoder does not handle (the host
+sends them to the CPU fallback); 0x2x are malformed files.  Never renumber a code: hosts and
+logs depend on the values.
+"""
+
+from enum import IntEnum
+
+__all__ = ["JpegStatus"]
+
+
+class JpegStatus(IntEnum):
+    OK = 0x00
+
+    # Valid JPEG, outside what the hardware decodes.
+    UNSUPPORTED_PROGRESSIVE = 0x10    # SOF2, SOF6, SOF10, SOF14
+    UNSUPPORTED_LOSSLESS = 0x11       # SOF3, SOF7, SOF11, SOF15
+    UNSUPPORTED_ARITHMETIC = 0x12     # SOF9..SOF15 or a DAC segment
+    UNSUPPORTED_PRECISION = 0x13      # sample precision other than 8 bits
+    UNSUPPORTED_COMPONENTS = 0x14     # neither 1 nor 3 components
+    UNSUPPORTED_SAMPLING = 0x15       # chroma not 1x1, or luma not 1x1/2x1/1x2/2x2
+    UNSUPPORTED_MULTISCAN = 0x16      # more than one scan, or a scan without every component
+    UNSUPPORTED_DNL = 0x17            # height 0 in SOF, defined later by DNL
+    UNSUPPORTED_HIERARCHICAL = 0x18   # SOF5..SOF7, DHP, EXP
+    UNSUPPORTED_COLORSPACE = 0x19     # 3 components that are not YCbCr (Adobe transform 0, "RGB" ids)
+    TOO_LARGE = 0x1A                  # wider or taller than the generator's limits
+
+    # Malformed.
+    NO_SOI = 0x20                     # does not start with FF D8
+    TRUNCATED = 0x21                  # data ends before the image is complete (or before EOI)
+    BAD_MARKER_LENGTH = 0x22          # a segment length below 2 or past the end of the data
+    UNEXPECTED_MARKER = 0x23          # a marker where it cannot be (e.g. EOI before SOS, bad RST)
+    BAD_FRAME_HEADER = 0x24           # SOF contents inconsistent (zero size, bad factors, ids)
+    BAD_SCAN_HEADER = 0x25            # SOS contents inconsistent
+    BAD_TABLE = 0x26                  # DQT/DHT contents invalid
+    MISSING_QUANT_TABLE = 0x27
+    MISSING_HUFFMAN_TABLE = 0x28
+    BAD_HUFFMAN_CODE = 0x29           # bits that match no code of the table
+    TOO_MANY_COEFFICIENTS = 0x2A      # run-lengths past the 64th coefficient
+    BAD_COEFFICIENT = 0x2B            # magnitude category impossible for 8-bit data
+    BAD_RESTART = 0x2C                # restart marker missing, out of order or misplaced
+
+    @property
+    def unsupported(self):
+        """A valid file the CPU fallback should decode."""
+        return 0x10 <= self < 0x20
+
+    @property
+    def malformed(self):
+        return self >= 0x20

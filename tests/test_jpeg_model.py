@@ -1,0 +1,122 @@
+"""The JPEG golden model decodes real files exactly as libjpeg-turbo does (simplejpeg)."""
+
+import os
+
+import numpy as np
+import pytest
+import simplejpeg
+import skimage
+
+from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.sim.jpeg_model import JpegDecodeError, decode
+from jpeg_files import encode, photo
+
+SIZES = [(1, 1), (2, 1), (1, 2), (3, 5), (5, 3), (8, 8), (9, 7), (16, 16), (17, 15), (31, 33),
+         (64, 48), (101, 67)]
+SUBSAMPLING = {0: "4:4:4", 1: "4:2:2", 2: "4:2:0"}
+
+
+def reference(data, mode):
+    return simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False,
+                                  fastupsample=(mode == "fast"))
+
+
+def assert_exact(data, mode):
+    got = decode(data, mode).pixels
+    ref = reference(data, mode)
+    assert got.shape == ref.shape
+    bad = np.argwhere(got != ref)
+    assert bad.size == 0, f"{len(bad)} values differ, first at {bad[0].tolist()}"
+
+
+@pytest.mark.parametrize("subsampling", [0, 1, 2], ids=SUBSAMPLING.get)
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_colour_layouts_and_odd_sizes(subsampling, size):
+    w, h = size
+    for quality, extra in ((75, {}), (90, {"restart_marker_blocks": 2}), (60, {"optimize": True})):
+        data = encode(photo("astronaut")[100:100 + h, 200:200 + w], quality=quality,
+                      subsampling=subsampling, **extra)
+        for mode in ("fancy", "fast"):
+            assert_exact(data, mode)
+
+
+@pytest.mark.parametrize("mode", ["fancy", "fast"])
+def test_full_size_photos(mode):
+    for name, subsampling in (("astronaut", 2), ("coffee", 1), ("chelsea", 0), ("rocket", 2)):
+        assert_exact(encode(photo(name), quality=85, subsampling=subsampling), mode)
+
+
+def test_grayscale_and_restart_rows():
+    for size in ((1, 1), (13, 7), (512, 512)):
+        w, h = size
+        for extra in ({}, {"restart_marker_rows": 1}, {"optimize": True, "quality": 95}):
+            assert_exact(encode(photo("camera")[:h, :w], **extra), "fancy")
+
+
+def test_sixteen_bit_quant_tables_sof1():
+    """Quant values above 255 make libjpeg write SOF1 with 16-bit DQT entries."""
+    table = [min(8191, 16 * (1 + (k % 8) + (k // 8)) * 3) for k in range(64)]
+    data = encode(photo("coffee")[:67, :91], qtables=[table, table], subsampling=2)
+    assert b"\xff\xc1" in data
+    for mode in ("fancy", "fast"):
+        assert_exact(data, mode)
+
+
+def test_real_jpeg_files_shipped_with_scikit_image():
+    folder = os.path.join(os.path.dirname(skimage.__file__), "data")
+    files = [f for f in ("rocket.jpg", "retina.jpg", "hubble_deep_field.jpg")
+             if os.path.exists(os.path.join(folder, f))]
+    assert files, "scikit-image ships no JPEG files here"
+    decoded = 0
+    for name in files:
+        with open(os.path.join(folder, name), "rb") as f:
+            data = f.read()
+        try:
+            got = decode(data, "fancy").pixels
+        except JpegDecodeError as error:
+            assert error.status.unsupported, f"{name}: {error}"
+            continue
+        assert (got == reference(data, "fancy")).all(), name
+        decoded += 1
+    assert decoded >= 1
+
+
+def test_unsupported_and_malformed_files_raise_with_a_status():
+    data = encode(photo("coffee")[:64, :64], quality=80)
+    progressive = encode(photo("coffee")[:64, :64], quality=80, progressive=True)
+    with pytest.raises(JpegDecodeError) as info:
+        decode(progressive)
+    assert info.value.status == S.UNSUPPORTED_PROGRESSIVE
+    for cut in (len(data) - 2, len(data) - 60):
+        with pytest.raises(JpegDecodeError) as info:
+            decode(data[:cut])
+        assert info.value.status == S.TRUNCATED
+    # Bytes after EOI are not part of the image: decoding stops at EOI and says where.
+    padded = decode(data + b"\x00garbage")
+    assert padded.end == len(data) and (padded.pixels == decode(data).pixels).all()
+
+
+def test_damaged_scans_are_caught():
+    data = encode(photo("astronaut")[:64, :64], quality=85)
+    scan = data.index(b"\xff\xda") + 14
+    middle = scan + (len(data) - scan) // 2
+    with pytest.raises(JpegDecodeError) as info:               # EOI in the middle of the scan
+        decode(data[:middle] + b"\xff\xd9")
+    assert info.value.status == S.TRUNCATED
+    with pytest.raises(JpegDecodeError) as info:               # a stray restart marker
+        decode(data[:middle] + b"\xff\xd0" + data[middle:])
+    assert info.value.status == S.BAD_RESTART
+    # Random byte damage: a status whenever the damage is visible, never a crash or overrun.
+    rng = np.random.default_rng(1)
+    outcomes = []
+    for _ in range(60):
+        bad = bytearray(data)
+        for k in rng.integers(scan, len(data) - 2, 4):
+            bad[k] = rng.integers(0, 256)
+        try:
+            decode(bytes(bad))
+            outcomes.append(S.OK)
+        except JpegDecodeError as error:
+            assert error.status.malformed, error
+            outcomes.append(error.status)
+    assert any(o != S.OK for o in outcomes)
