@@ -151,6 +151,12 @@ def decode_scan(data, headers):
                                                   f"entropy data of MCU {mcu} runs past its "
                                                   "segment") from None
                         blocks[ci][my * c.v + by, mx * c.h + bx] = coefs
+        # An encoder pads the last byte of a segment with 1-bits and stops; whole bytes
+        # left over mean the stream and the tables disagree (libjpeg: "extraneous bytes").
+        if bits.nbits - bits.pos >= 8:
+            raise JpegDecodeError(S.EXCESS_ENTROPY_DATA, bits.where(),
+                                  f"{(bits.nbits - bits.pos) // 8} bytes after the last MCU "
+                                  f"of segment {index}")
     out = []
     for c, b in zip(comps, blocks):
         natural = np.zeros_like(b)

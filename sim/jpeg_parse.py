@@ -126,7 +126,8 @@ def parse_headers(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIG
         if length < 2:
             _fail(S.BAD_MARKER_LENGTH, pos, f"segment FF {marker:02X} has length {length}")
         if pos + length > len(data):
-            _fail(S.BAD_MARKER_LENGTH if marker != 0xDA else S.TRUNCATED, pos,
+            # Indistinguishable from a file cut inside the segment, the common case.
+            _fail(S.TRUNCATED, pos,
                   f"segment FF {marker:02X} of length {length} runs past the end of the data")
         body = data[pos + 2:pos + length]
         segments.append((marker, start, length))

@@ -120,3 +120,63 @@ def test_damaged_scans_are_caught():
             assert error.status.malformed, error
             outcomes.append(error.status)
     assert any(o != S.OK for o in outcomes)
+
+
+# --- The shared corpus (sim/jpeg_corpus.py): every layout, size and table feature, real encoders.
+
+from dlforge.sim import jpeg_corpus  # noqa: E402
+
+UNSUPPORTED_STATUS = {
+    "progressive": S.UNSUPPORTED_PROGRESSIVE, "arithmetic": S.UNSUPPORTED_ARITHMETIC,
+    "precision12": S.UNSUPPORTED_PRECISION, "cmyk": S.UNSUPPORTED_COMPONENTS,
+    "two_components": S.UNSUPPORTED_COMPONENTS, "multiscan": S.UNSUPPORTED_MULTISCAN,
+    "dnl": S.UNSUPPORTED_DNL, "lossless": S.UNSUPPORTED_LOSSLESS,
+}
+
+
+@pytest.mark.parametrize("mode", ["fancy", "fast"])
+def test_quick_corpus_bit_exact(mode):
+    files = jpeg_corpus.baseline_corpus("quick")
+    layouts = {f.features["layout"] for f in files}
+    assert {"gray", "4:4:4", "4:2:2", "4:4:0", "4:2:0"} <= layouts
+    for f in files:
+        got = decode(f.data, mode).pixels
+        assert (got == reference(f.data, mode)).all(), f.name
+
+
+@pytest.mark.slow
+def test_full_corpus_bit_exact():
+    for f in jpeg_corpus.baseline_corpus("full"):
+        for mode in ("fancy", "fast"):
+            assert (decode(f.data, mode).pixels == reference(f.data, mode)).all(), (f.name, mode)
+
+
+@pytest.mark.slow
+def test_photo_corpus_bit_exact():
+    for f in jpeg_corpus.photo_corpus():
+        assert (decode(f.data, "fancy").pixels == reference(f.data, "fancy")).all(), f.name
+
+
+def test_unsupported_corpus_statuses():
+    for f in jpeg_corpus.unsupported_corpus():
+        with pytest.raises(JpegDecodeError) as info:
+            decode(f.data)
+        assert info.value.status == UNSUPPORTED_STATUS[f.features["reason"]], f.name
+
+
+def test_malformed_corpus_never_decodes_silently_wrong():
+    """Each malformed file gets a malformed status, except damage that leaves a decodable
+    stream (flipped scan bytes, a zero quant value, swapped Huffman tables that still parse);
+    those must decode exactly as libjpeg-turbo does, and a zero height is routed to the
+    CPU fallback as "DNL"."""
+    decoded = []
+    for f in jpeg_corpus.malformed_corpus():
+        try:
+            pixels = decode(f.data).pixels
+        except JpegDecodeError as error:
+            assert error.status.malformed or error.status in (
+                S.UNSUPPORTED_DNL, S.UNSUPPORTED_PRECISION, S.TOO_LARGE), (f.name, error)
+            continue
+        decoded.append(f.name)
+        assert (pixels == reference(f.data, "fancy")).all(), f.name
+    assert len(decoded) <= 4, decoded

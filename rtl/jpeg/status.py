@@ -28,8 +28,8 @@ class JpegStatus(IntEnum):
 
     # Malformed.
     NO_SOI = 0x20                     # does not start with FF D8
-    TRUNCATED = 0x21                  # data ends before the image is complete (or before EOI)
-    BAD_MARKER_LENGTH = 0x22          # a segment length below 2 or past the end of the data
+    TRUNCATED = 0x21                  # data ends before the image (or its EOI, or a segment) ends
+    BAD_MARKER_LENGTH = 0x22          # a segment length below 2, or wrong for its kind
     UNEXPECTED_MARKER = 0x23          # a marker where it cannot be (e.g. EOI before SOS, bad RST)
     BAD_FRAME_HEADER = 0x24           # SOF contents inconsistent (zero size, bad factors, ids)
     BAD_SCAN_HEADER = 0x25            # SOS contents inconsistent
@@ -40,6 +40,7 @@ class JpegStatus(IntEnum):
     TOO_MANY_COEFFICIENTS = 0x2A      # run-lengths past the 64th coefficient
     BAD_COEFFICIENT = 0x2B            # magnitude category impossible for 8-bit data
     BAD_RESTART = 0x2C                # restart marker missing, out of order or misplaced
+    EXCESS_ENTROPY_DATA = 0x2D        # whole bytes left in a segment after its last MCU
 
     @property
     def unsupported(self):
