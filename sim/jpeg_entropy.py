@@ -27,10 +27,11 @@ def lookup_table(table):
 
 
 def split_entropy_segments(data, start):
-    """Unstuffed entropy-coded segments between RST markers, and where the scan ends.
+    """Unstuffed entropy-coded segments between markers, and where the scan ends.
 
-    Returns ([(bytes, offset of its first byte, RST number that ends it or None)], end offset
-    of the scan = offset of the marker that follows it).
+    Returns ([(bytes, offset of its first byte, terminator)], offset of the marker that ends
+    the scan, or len(data)).  A terminator is ("rst", n), ("end", marker code) or
+    ("eof", None) when the data runs out: the same tokens the hardware's unstuffer emits.
     """
     segments = []
     current = bytearray()
@@ -40,25 +41,25 @@ def split_entropy_segments(data, start):
         nxt = data.find(b"\xff", pos)
         if nxt < 0:
             current += data[pos:]
-            segments.append((bytes(current), seg_start, None))
+            segments.append((bytes(current), seg_start, ("eof", None)))
             return segments, n
         current += data[pos:nxt]
         q = nxt + 1
         while q < n and data[q] == 0xFF:      # fill bytes before a marker
             q += 1
         if q >= n:
-            segments.append((bytes(current), seg_start, None))
+            segments.append((bytes(current), seg_start, ("eof", None)))
             return segments, n
         code = data[q]
         if code == 0x00 and q == nxt + 1:
             current.append(0xFF)
             pos = q + 1
         elif 0xD0 <= code <= 0xD7:
-            segments.append((bytes(current), seg_start, code - 0xD0))
+            segments.append((bytes(current), seg_start, ("rst", code - 0xD0)))
             current = bytearray()
             pos = seg_start = q + 1
         else:
-            segments.append((bytes(current), seg_start, None))
+            segments.append((bytes(current), seg_start, ("end", code)))
             return segments, q - 1
 
 
@@ -121,19 +122,10 @@ def decode_scan(data, headers):
     ac_luts = {c.ta: lookup_table(headers.ac_tables[c.ta]) for c in comps}
     interval = headers.restart_interval or total
     segments, end = split_entropy_segments(data, headers.scan_start)
-    expected = -(-total // interval)
-    if len(segments) < expected:
-        last = segments[-1]
-        status = S.TRUNCATED if end >= len(data) else S.BAD_RESTART
-        raise JpegDecodeError(status, end, f"{len(segments)} entropy segments where "
-                                           f"{expected} are needed")
-    if len(segments) > expected or segments[expected - 1][2] is not None:
-        raise JpegDecodeError(S.BAD_RESTART, segments[expected - 1][1],
-                              "a restart marker after the last MCU")
-    for index, (buf, offset, rst) in enumerate(segments):
-        if index < expected - 1 and rst != index % 8:
-            raise JpegDecodeError(S.BAD_RESTART, offset, f"segment {index} ends with RST{rst}, "
-                                                         f"expected RST{index % 8}")
+    intervals = -(-total // interval)
+    # Interval by interval, in stream order, as the hardware meets them.
+    for index in range(intervals):
+        buf, offset, (kind, value) = segments[index]
         bits = _Bits(buf, offset)
         predictors = [0] * len(comps)
         first = index * interval
@@ -146,8 +138,9 @@ def decode_scan(data, headers):
                             coefs = _decode_block(bits, dc_luts[c.td], ac_luts[c.ta],
                                                   predictors, ci)
                         except EOFError:
-                            # The segment ended (end of data, or a marker) mid-image.
-                            raise JpegDecodeError(S.TRUNCATED, bits.where(),
+                            # The segment ended (a marker or the end of the data) mid-interval.
+                            status = S.BAD_RESTART if kind == "rst" else S.TRUNCATED
+                            raise JpegDecodeError(status, bits.where(),
                                                   f"entropy data of MCU {mcu} runs past its "
                                                   "segment") from None
                         blocks[ci][my * c.v + by, mx * c.h + bx] = coefs
@@ -156,7 +149,17 @@ def decode_scan(data, headers):
         if bits.nbits - bits.pos >= 8:
             raise JpegDecodeError(S.EXCESS_ENTROPY_DATA, bits.where(),
                                   f"{(bits.nbits - bits.pos) // 8} bytes after the last MCU "
-                                  f"of segment {index}")
+                                  f"of interval {index}")
+        last = index == intervals - 1
+        if kind == "eof":
+            raise JpegDecodeError(S.TRUNCATED, len(data), "the data ends inside the scan")
+        if kind == "rst" and (last or value != index % 8):
+            raise JpegDecodeError(S.BAD_RESTART, offset + len(buf),
+                                  f"RST{value} after interval {index}" + (" (the last)" if last else
+                                                                          f", expected RST{index % 8}"))
+        if kind == "end" and not last:
+            raise JpegDecodeError(S.BAD_RESTART, offset + len(buf),
+                                  f"the scan ends after interval {index} of {intervals}")
     out = []
     for c, b in zip(comps, blocks):
         natural = np.zeros_like(b)

@@ -24,8 +24,11 @@ def test_lookup_table_is_canonical():
 def test_stuffing_fill_bytes_and_restarts_are_split():
     data = b"\x12\xff\x00\x34\xff\xd0\x56\xff\xff\xd1\x78\xff\xd9"
     segments, end = split_entropy_segments(data, 0)
-    assert [(s, r) for s, _, r in segments] == [(b"\x12\xff\x34", 0), (b"\x56", 1), (b"\x78", None)]
+    assert [(s, r) for s, _, r in segments] == [(b"\x12\xff\x34", ("rst", 0)), (b"\x56", ("rst", 1)),
+                                                (b"\x78", ("end", 0xD9))]
     assert data[end:end + 2] == b"\xff\xd9"
+    segments, end = split_entropy_segments(b"\x12\xff", 0)
+    assert segments == [(b"\x12", 0, ("eof", None))] and end == 2
 
 
 CASES = [
