@@ -85,7 +85,31 @@ def _idct_block():
     )
 
 
-_FACTORIES = {"idct": _idct_block}
+def _entropy_block():
+    from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
+
+    def facts(c):
+        return {
+            "function": "JPEG entropy decoding: unstuffing, restart markers, Huffman tables "
+                        "from DHT bodies, one symbol per clock",
+            "status_codes": "dlforge.rtl.jpeg.status.JpegStatus",
+        }
+
+    def tb_params(c, blocks=None, seed=5):
+        return {"corpus": "quick", "limit": blocks or 1000, "seed": seed, "ready_prob": 0.8}
+
+    return Block(
+        name="entropy",
+        summary="JPEG unstuffer + Huffman decoder",
+        params=(),
+        build=lambda: EntropyDecoder(),
+        facts=facts,
+        testbench="dlforge.sim.tb_entropy",
+        tb_params=tb_params,
+    )
+
+
+_FACTORIES = {"idct": _idct_block, "entropy": _entropy_block}
 
 
 def BLOCKS():

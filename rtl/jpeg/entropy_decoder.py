@@ -1,0 +1,39 @@
+"""The entropy-decoding stage of the JPEG pipeline: the unstuffer feeding the Huffman decoder.
+
+Ports: ``i`` (the scan's bytes as they follow the SOS header, ``last`` on the packet's final
+byte), ``dht`` (DHT segment bodies), ``scan`` (one configuration beat per scan), ``coef``
+(coefficient beats) and ``done`` (status and the marker that ended the scan).
+"""
+
+from amaranth import Module
+from amaranth.lib import wiring, stream
+from amaranth.lib.wiring import In, Out
+
+from .huffman_decoder import CoefficientLayout, DhtLayout, DoneLayout, HuffmanDecoder, ScanLayout
+from .unstuff import ByteLayout, Unstuffer
+
+__all__ = ["EntropyDecoder"]
+
+
+class EntropyDecoder(wiring.Component):
+    i: In(stream.Signature(ByteLayout))
+    dht: In(stream.Signature(DhtLayout))
+    scan: In(stream.Signature(ScanLayout))
+    coef: Out(stream.Signature(CoefficientLayout))
+    done: Out(stream.Signature(DoneLayout))
+    symbols_decoded: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.unstuff = unstuff = Unstuffer()
+        m.submodules.huffman = huffman = HuffmanDecoder()
+        wiring.connect(m, wiring.flipped(self.i), unstuff.i)
+        wiring.connect(m, unstuff.o, huffman.tokens)
+        wiring.connect(m, wiring.flipped(self.dht), huffman.dht)
+        wiring.connect(m, wiring.flipped(self.scan), huffman.scan)
+        wiring.connect(m, huffman.coef, wiring.flipped(self.coef))
+        wiring.connect(m, huffman.done, wiring.flipped(self.done))
+        # A new scan starts the unstuffer afresh.
+        m.d.comb += [unstuff.restart.eq(self.scan.valid & self.scan.ready),
+                     self.symbols_decoded.eq(huffman.symbols_decoded)]
+        return m

@@ -1,0 +1,188 @@
+"""cocotb regression of the entropy-decoding gateware against the golden model.
+
+Parameters (DLFORGE_TB_PARAMS): ``corpus`` ("quick", "full" or "photos"), ``limit`` (at
+most this many files), ``ready_prob`` (output back-pressure).  Every baseline file must give
+the model's coefficient blocks and end on EOI; every malformed file whose fault lies in the
+scan must give the model's status.  Metrics: Huffman symbols per clock (the decoder's own
+counter over the clocks from scan start to done) and pixels per clock of this stage.
+"""
+
+import json
+import os
+import random
+import statistics
+from pathlib import Path
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.utils import get_sim_time
+
+from dlforge.rtl.jpeg.huffman_decoder import CoefficientLayout, DoneLayout, ScanLayout
+from dlforge.rtl.jpeg.idct_constants import ZIGZAG
+from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.sim import jpeg_corpus
+from dlforge.sim.jpeg_entropy import decode_scan
+from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
+
+PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
+PERIOD = 10
+
+
+def scan_beat(headers):
+    comps = headers.components
+    if len(comps) > 1:
+        mcus = -(-headers.width // (8 * headers.hmax)) * -(-headers.height // (8 * headers.vmax))
+    else:
+        mcus = -(-headers.width // 8) * -(-headers.height // 8)
+
+    def pad(values):
+        values = list(values)
+        return values + [0] * (3 - len(values))
+
+    return ScanLayout.const({
+        "components": len(comps), "h": pad(c.h for c in comps), "v": pad(c.v for c in comps),
+        "td": pad(c.td for c in comps), "ta": pad(c.ta for c in comps), "mcus": mcus,
+        "restart_interval": headers.restart_interval}).as_value().value
+
+
+def expected_blocks(data, headers):
+    blocks, _ = decode_scan(data, headers)
+    comps = headers.components
+    mcus_y, mcus_x = blocks[0].shape[0] // comps[0].v, blocks[0].shape[1] // comps[0].h
+    out = []
+    for my in range(mcus_y):
+        for mx in range(mcus_x):
+            for ci, c in enumerate(comps):
+                for by in range(c.v):
+                    for bx in range(c.h):
+                        natural = blocks[ci][my * c.v + by, mx * c.h + bx].reshape(64)
+                        out.append((ci, [int(natural[ZIGZAG[z]]) for z in range(64)]))
+    return out
+
+
+async def send(dut, name, beats, keep_going=lambda: True):
+    """Offer ``beats`` on stream ``name`` one by one; give up when ``keep_going()`` is false."""
+    valid, ready, payload = (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
+    for beat in beats:
+        await FallingEdge(dut.clk)
+        valid.value = 1
+        payload.value = beat
+        await ReadOnly()
+        while not ready.value:
+            if not keep_going():
+                return
+            await FallingEdge(dut.clk)
+            await ReadOnly()
+    await FallingEdge(dut.clk)
+    valid.value = 0
+
+
+async def decode_file(dut, data, headers, rng):
+    """Run one file through; return (blocks, status, marker, cycles, symbols)."""
+    dht = []
+    for marker, offset, length in headers.segments:
+        if marker == 0xC4:
+            body = data[offset + 4:offset + 2 + length]
+            dht += [b | (int(i == len(body) - 1) << 8) for i, b in enumerate(body)]
+    await send(dut, "dht", dht)
+    symbols_before = int(dut.symbols_decoded.value)
+    await send(dut, "scan", [scan_beat(headers)])
+    start = get_sim_time("ns")
+    scan_bytes = data[headers.scan_start:]
+    state = {"done": None}
+    feeder = cocotb.start_soon(send(dut, "i", [b | (int(i == len(scan_bytes) - 1) << 8)
+                                               for i, b in enumerate(scan_bytes)],
+                                    keep_going=lambda: state["done"] is None))
+    blocks, current = [], [0] * 64
+    dut.done__ready.value = 1
+    ready_prob = float(PARAMS.get("ready_prob", 1.0))
+    while state["done"] is None:
+        await FallingEdge(dut.clk)
+        take = ready_prob >= 1 or rng.random() < ready_prob
+        dut.coef__ready.value = int(take)
+        await ReadOnly()
+        if take and dut.coef__valid.value:
+            beat = CoefficientLayout.from_bits(int(dut.coef__payload.value))
+            if beat.write:
+                current[int(beat.zz)] = int(beat.value)
+            if beat.end:
+                blocks.append((int(beat.component), current))
+                current = [0] * 64
+        if dut.done__valid.value:
+            done = DoneLayout.from_bits(int(dut.done__payload.value))
+            state["done"] = (int(done.status), int(done.marker))
+        if get_sim_time("ns") - start > PERIOD * (200 + 40 * len(scan_bytes)):
+            raise AssertionError("the decoder did not finish")
+    cycles = (get_sim_time("ns") - start) / PERIOD
+    await FallingEdge(dut.clk)
+    dut.coef__ready.value = 0
+    feeder.cancel()
+    dut.i__valid.value = 0
+    symbols = int(dut.symbols_decoded.value) - symbols_before
+    return blocks, state["done"][0], state["done"][1], cycles, symbols
+
+
+async def reset(dut):
+    cocotb.start_soon(Clock(dut.clk, PERIOD, unit="ns").start())
+    for name in ("i", "dht", "scan"):
+        getattr(dut, f"{name}__valid").value = 0
+    dut.coef__ready.value = 0
+    dut.done__ready.value = 0
+    dut.rst.value = 1
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    await FallingEdge(dut.clk)
+    dut.rst.value = 0
+
+
+def corpus_files():
+    kind = PARAMS.get("corpus", "quick")
+    files = (jpeg_corpus.photo_corpus() if kind == "photos" else jpeg_corpus.baseline_corpus(kind))
+    return files[:int(PARAMS.get("limit", len(files)))]
+
+
+@cocotb.test()
+async def baseline_files(dut):
+    """Coefficients of every file equal the model's; the scan ends on EOI."""
+    await reset(dut)
+    rng = random.Random(PARAMS.get("seed", 5))
+    rates, pixel_rates = [], []
+    for f in corpus_files():
+        headers = parse_headers(f.data)
+        blocks, status, marker, cycles, symbols = await decode_file(dut, f.data, headers, rng)
+        assert (S(status), marker) == (S.OK, 0xD9), (f.name, S(status), marker)
+        assert blocks == expected_blocks(f.data, headers), f.name
+        rates.append(symbols / cycles)
+        pixel_rates.append(headers.width * headers.height / cycles)
+    metrics = {"files": len(rates), "symbols_per_clock_median": statistics.median(rates),
+               "symbols_per_clock_min": min(rates),
+               "pixels_per_clock_median": statistics.median(pixel_rates)}
+    Path("metrics.json").write_text(json.dumps(metrics, indent=1))
+
+
+@cocotb.test()
+async def malformed_scans(dut):
+    """Faults inside the scan give the model's status, and the next file still decodes."""
+    await reset(dut)
+    rng = random.Random(7)
+    checked = 0
+    good = jpeg_corpus.baseline_corpus("quick")[0]
+    for f in jpeg_corpus.malformed_corpus():
+        try:
+            headers = parse_headers(f.data)
+        except JpegDecodeError:
+            continue
+        try:
+            decode_scan(f.data, headers)
+            expected = S.OK
+        except JpegDecodeError as error:
+            expected = error.status
+        _, status, _, _, _ = await decode_file(dut, f.data, headers, rng)
+        assert S(status) == expected, (f.name, S(status), expected)
+        # The next, valid file is not affected by the fault.
+        gh = parse_headers(good.data)
+        blocks, status, marker, _, _ = await decode_file(dut, good.data, gh, rng)
+        assert (S(status), marker) == (S.OK, 0xD9) and blocks == expected_blocks(good.data, gh)
+        checked += 1
+    assert checked >= 5
