@@ -30,6 +30,7 @@ class Block:
     testbench: str             # cocotb module
     tb_params: Callable        # (component, **options) -> dict for the testbench
     regression: tuple = field(default_factory=tuple)   # parameter sets of the full regression
+    bench: tuple = None        # (testcase, {testbench params}) that measures speed, or None
 
     def defaults(self):
         return {p.name: p.default for p in self.params}
@@ -82,6 +83,7 @@ def _idct_block():
         testbench="dlforge.sim.tb_idct",
         tb_params=tb_params,
         regression=tuple({"samples_per_clock": n} for n in SAMPLES_PER_CLOCK),
+        bench=("full_rate", {}),
     )
 
 
@@ -106,6 +108,7 @@ def _entropy_block():
         facts=facts,
         testbench="dlforge.sim.tb_entropy",
         tb_params=tb_params,
+        bench=("baseline_files", {"corpus": "photos", "ready_prob": 1.0}),
     )
 
 

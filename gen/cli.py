@@ -85,6 +85,30 @@ def cmd_synth(args):
     return 0
 
 
+def cmd_bench(args):
+    """Run a block's speed measurement in simulation and print the figures as JSON."""
+    from ..sim.runner import default_simulator, run_cocotb
+    block = get_block(args.block)
+    if block.bench is None:
+        raise ValueError(f"{block.name} has no benchmark")
+    params = block.full_params(_block_params(block, args))
+    component = block.build(**params)
+    testcase, overrides = block.bench
+    tb = block.tb_params(component) | overrides
+    if args.corpus:
+        tb["corpus"] = args.corpus
+    if args.limit:
+        tb["limit"] = args.limit
+    sim = args.sim or default_simulator()
+    result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
+                        params=tb, sim=sim, testcase=testcase, quiet=True)
+    report = {"block": block.name, "parameters": params, "simulator": sim,
+              "testbench": block.testbench, "testcase": testcase, "testbench_params": tb,
+              "passed": result.passed, **result.metrics}
+    print(json.dumps(report, indent=2))
+    return 0 if result.passed else 1
+
+
 def _table(rows):
     head = ("parameters", "sim", "tests", "result", "blocks checked", "latency", "clk/block",
             "blocks/clk", "samples/clk")
@@ -129,6 +153,15 @@ def build_parser():
     sim.add_argument("-v", "--verbose", action="store_true", help="show simulator output")
     _add_block_params(sim)
     sim.set_defaults(func=cmd_sim)
+
+    bench = sub.add_parser("bench", help="measure a block's speed in simulation (JSON)")
+    bench.add_argument("block", choices=BLOCKS())
+    bench.add_argument("--sim", choices=("verilator", "icarus"), default=None)
+    bench.add_argument("--corpus", choices=("quick", "full", "photos"), default=None,
+                       help="JPEG corpus for decoder blocks")
+    bench.add_argument("--limit", type=int, default=None, help="at most this many files")
+    _add_block_params(bench)
+    bench.set_defaults(func=cmd_bench)
 
     from ..boards.ooc import DEVICES
     synth = sub.add_parser("synth", help="out-of-context synthesis, place and route of a block "

@@ -66,3 +66,22 @@ def test_sim_on_icarus(tmp_path):
                              "--blocks", "50", "--json"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)[0]["sim"] == "icarus"
+
+
+def test_bench_prints_json_with_its_configuration():
+    result = subprocess.run([*DLFORGE, "bench", "idct", "--samples-per-clock", "4"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["passed"] and report["testcase"] == "full_rate"
+    assert report["parameters"] == {"samples_per_clock": 4}
+    assert report["cycles_per_block"] == 16 and report["samples_per_clock"] == 4
+
+
+def test_bench_entropy_on_two_photos():
+    result = subprocess.run([*DLFORGE, "bench", "entropy", "--limit", "2"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["files"] == 2 and report["testbench_params"]["corpus"] == "photos"
+    assert report["symbols_per_clock_min"] > 0.99
