@@ -68,9 +68,7 @@ class JpegSyntaxError(ValueError):
 SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 #: ZIGZAG[k] is the natural (row-major) index of the k-th coefficient in file order.
-ZIGZAG = tuple(r * 8 + c for r, c in sorted(
-    ((r, c) for r in range(8) for c in range(8)),
-    key=lambda rc: (rc[0] + rc[1], rc[0] if (rc[0] + rc[1]) % 2 else -rc[0])))
+from dlforge.rtl.jpeg.idct_constants import ZIGZAG  # noqa: E402  (the project's one table)
 
 #: ITU T.81 Annex K.3 tables, keyed by (class 0=DC/1=AC, 0=luminance/1=chrominance):
 #: (16 code-length counts, symbols).  Encoders that do not optimise write exactly these.

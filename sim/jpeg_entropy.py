@@ -12,7 +12,7 @@ from dlforge.rtl.jpeg.status import JpegStatus as S
 
 from .jpeg_parse import JpegDecodeError
 
-__all__ = ["lookup_table", "decode_scan", "split_entropy_segments"]
+__all__ = ["lookup_table", "decode_scan", "split_entropy_segments", "blocks_in_scan_order"]
 
 _NATURAL = np.array(ZIGZAG)
 
@@ -109,13 +109,7 @@ def decode_scan(data, headers):
     """Coefficients per component, shape (blocks_v, blocks_h, 8, 8) int16 in natural order,
     and the offset of the marker that ends the scan."""
     comps = headers.components
-    hmax, vmax = headers.hmax, headers.vmax
-    if len(comps) == 1:
-        mcus_x = -(-headers.width // 8)
-        mcus_y = -(-headers.height // 8)
-    else:
-        mcus_x = -(-headers.width // (8 * hmax))
-        mcus_y = -(-headers.height // (8 * vmax))
+    mcus_x, mcus_y = headers.mcu_grid
     total = mcus_x * mcus_y
     blocks = [np.zeros((mcus_y * c.v, mcus_x * c.h, 64), dtype=np.int64) for c in comps]
     dc_luts = {c.td: lookup_table(headers.dc_tables[c.td]) for c in comps}
@@ -198,3 +192,18 @@ def _decode_block(bits, dc_lut, ac_lut, predictors, ci):
         coefs[k] = _extend(bits.take(size), size)
         k += 1
     return coefs
+
+
+def blocks_in_scan_order(blocks, headers):
+    """(component index, 64 coefficients in zigzag order) for every block, in the order the
+    scan carries them: MCU by MCU, each component's blocks left to right, top to bottom."""
+    out = []
+    mcus_x, mcus_y = headers.mcu_grid
+    for my in range(mcus_y):
+        for mx in range(mcus_x):
+            for ci, c in enumerate(headers.components):
+                for by in range(c.v):
+                    for bx in range(c.h):
+                        natural = blocks[ci][my * c.v + by, mx * c.h + bx].reshape(64)
+                        out.append((ci, [int(v) for v in natural[_NATURAL]]))
+    return out

@@ -88,6 +88,13 @@ class Headers:
     def vmax(self):
         return max(c.v for c in self.components)
 
+    @property
+    def mcu_grid(self):
+        """(MCUs across, MCUs down): a lone component's MCU is one block (T.81 A.2.2)."""
+        if len(self.components) == 1:
+            return -(-self.width // 8), -(-self.height // 8)
+        return -(-self.width // (8 * self.hmax)), -(-self.height // (8 * self.vmax))
+
 
 def _fail(status, offset, detail):
     raise JpegDecodeError(status, offset, detail)

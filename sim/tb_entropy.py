@@ -18,47 +18,15 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
-from dlforge.rtl.jpeg.huffman_decoder import CoefficientLayout, DoneLayout, ScanLayout
-from dlforge.rtl.jpeg.idct_constants import ZIGZAG
+from dlforge.rtl.jpeg.huffman_decoder import CoefficientLayout, DoneLayout
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.sim import jpeg_corpus
+from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_beat, scan_bytes
 from dlforge.sim.jpeg_entropy import decode_scan
 from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
 
 PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
 PERIOD = 10
-
-
-def scan_beat(headers):
-    comps = headers.components
-    if len(comps) > 1:
-        mcus = -(-headers.width // (8 * headers.hmax)) * -(-headers.height // (8 * headers.vmax))
-    else:
-        mcus = -(-headers.width // 8) * -(-headers.height // 8)
-
-    def pad(values):
-        values = list(values)
-        return values + [0] * (3 - len(values))
-
-    return ScanLayout.const({
-        "components": len(comps), "h": pad(c.h for c in comps), "v": pad(c.v for c in comps),
-        "td": pad(c.td for c in comps), "ta": pad(c.ta for c in comps), "mcus": mcus,
-        "restart_interval": headers.restart_interval}).as_value().value
-
-
-def expected_blocks(data, headers):
-    blocks, _ = decode_scan(data, headers)
-    comps = headers.components
-    mcus_y, mcus_x = blocks[0].shape[0] // comps[0].v, blocks[0].shape[1] // comps[0].h
-    out = []
-    for my in range(mcus_y):
-        for mx in range(mcus_x):
-            for ci, c in enumerate(comps):
-                for by in range(c.v):
-                    for bx in range(c.h):
-                        natural = blocks[ci][my * c.v + by, mx * c.h + bx].reshape(64)
-                        out.append((ci, [int(natural[ZIGZAG[z]]) for z in range(64)]))
-    return out
 
 
 async def send(dut, name, beats, keep_going=lambda: True):
@@ -80,19 +48,16 @@ async def send(dut, name, beats, keep_going=lambda: True):
 
 async def decode_file(dut, data, headers, rng):
     """Run one file through; return (blocks, status, marker, cycles, symbols)."""
-    dht = []
-    for marker, offset, length in headers.segments:
-        if marker == 0xC4:
-            body = data[offset + 4:offset + 2 + length]
-            dht += [b | (int(i == len(body) - 1) << 8) for i, b in enumerate(body)]
+    dht = [b | (int(i == len(body) - 1) << 8)
+           for body in dht_bodies(data, headers) for i, b in enumerate(body)]
     await send(dut, "dht", dht)
     symbols_before = int(dut.symbols_decoded.value)
     await send(dut, "scan", [scan_beat(headers)])
     start = get_sim_time("ns")
-    scan_bytes = data[headers.scan_start:]
+    body = scan_bytes(data, headers)
     state = {"done": None}
-    feeder = cocotb.start_soon(send(dut, "i", [b | (int(i == len(scan_bytes) - 1) << 8)
-                                               for i, b in enumerate(scan_bytes)],
+    feeder = cocotb.start_soon(send(dut, "i", [b | (int(i == len(body) - 1) << 8)
+                                               for i, b in enumerate(body)],
                                     keep_going=lambda: state["done"] is None))
     blocks, current = [], [0] * 64
     dut.done__ready.value = 1
@@ -112,7 +77,7 @@ async def decode_file(dut, data, headers, rng):
         if dut.done__valid.value:
             done = DoneLayout.from_bits(int(dut.done__payload.value))
             state["done"] = (int(done.status), int(done.marker))
-        if get_sim_time("ns") - start > PERIOD * (200 + 40 * len(scan_bytes)):
+        if get_sim_time("ns") - start > PERIOD * (200 + 40 * len(body)):
             raise AssertionError("the decoder did not finish")
     cycles = (get_sim_time("ns") - start) / PERIOD
     await FallingEdge(dut.clk)

@@ -9,9 +9,9 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.huffman_decoder import HuffmanDecoder
-from dlforge.rtl.jpeg.idct_constants import ZIGZAG
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.rtl.jpeg.unstuff import Unstuffer
+from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
 from dlforge.sim.jpeg_entropy import decode_scan
 from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
 from jpeg_files import encode, photo
@@ -28,37 +28,6 @@ class Pair(Elaboratable):
         m.submodules.decoder = self.decoder
         wiring.connect(m, self.unstuff.o, self.decoder.tokens)
         return m
-
-
-def scan_config(headers):
-    comps = headers.components
-    total_x = -(-headers.width // (8 * headers.hmax)) if len(comps) > 1 else -(-headers.width // 8)
-    total_y = -(-headers.height // (8 * headers.vmax)) if len(comps) > 1 else -(-headers.height // 8)
-    pad = lambda values: (lambda v: v + [0] * (3 - len(v)))(list(values))
-    return {"components": len(comps), "h": pad(c.h for c in comps), "v": pad(c.v for c in comps),
-            "td": pad(c.td for c in comps), "ta": pad(c.ta for c in comps),
-            "mcus": total_x * total_y, "restart_interval": headers.restart_interval}
-
-
-def dht_bodies(data, headers):
-    return [data[offset + 4:offset + 2 + length] for marker, offset, length in headers.segments
-            if marker == 0xC4]
-
-
-def expected_blocks(data, headers):
-    """(component, zigzag coefficients) in the order the scan carries the blocks."""
-    blocks, _ = decode_scan(data, headers)
-    comps = headers.components
-    mcus_y, mcus_x = blocks[0].shape[0] // comps[0].v, blocks[0].shape[1] // comps[0].h
-    out = []
-    for my in range(mcus_y):
-        for mx in range(mcus_x):
-            for ci, c in enumerate(comps):
-                for by in range(c.v):
-                    for bx in range(c.h):
-                        natural = blocks[ci][my * c.v + by, mx * c.h + bx].reshape(64)
-                        out.append((ci, [int(natural[ZIGZAG[z]]) for z in range(64)]))
-    return out
 
 
 def run_decoder(data, ready_prob=1.0, seed=0, max_cycles=200_000):
@@ -79,7 +48,7 @@ def run_decoder(data, ready_prob=1.0, seed=0, max_cycles=200_000):
         ctx.set(dec.scan.payload, scan_config(headers))
         await ctx.tick().until(dec.scan.ready)
         ctx.set(dec.scan.valid, 0)
-        body = data[headers.scan_start:]
+        body = scan_bytes(data, headers)
         for i, b in enumerate(body):
             ctx.set(uns.i.valid, 1)
             ctx.set(uns.i.payload, {"byte": b, "last": i == len(body) - 1})

@@ -1,0 +1,47 @@
+"""What the entropy-decoding gateware is given for a JPEG file, and what it must produce.
+
+Shared by the amaranth.sim tests and the cocotb testbench, so both drive the block the same
+way: the DHT segment bodies, the scan configuration beat, the scan's bytes, and the model's
+blocks in scan order.
+"""
+
+from dlforge.rtl.jpeg.huffman_decoder import MAX_COMPONENTS, ScanLayout
+
+from .jpeg_entropy import blocks_in_scan_order, decode_scan
+
+__all__ = ["dht_bodies", "scan_config", "scan_beat", "scan_bytes", "expected_blocks"]
+
+
+def dht_bodies(data, headers):
+    """The bodies (after the length) of the DHT segments before the scan."""
+    return [data[offset + 4:offset + 2 + length] for marker, offset, length in headers.segments
+            if marker == 0xC4]
+
+
+def scan_config(headers):
+    """The ScanLayout fields for the file's one scan."""
+    def pad(values):
+        values = list(values)
+        return values + [0] * (MAX_COMPONENTS - len(values))
+
+    comps = headers.components
+    mcus_x, mcus_y = headers.mcu_grid
+    return {"components": len(comps), "h": pad(c.h for c in comps), "v": pad(c.v for c in comps),
+            "td": pad(c.td for c in comps), "ta": pad(c.ta for c in comps),
+            "mcus": mcus_x * mcus_y, "restart_interval": headers.restart_interval}
+
+
+def scan_beat(headers):
+    """:func:`scan_config` as the integer a simulator port takes."""
+    return ScanLayout.const(scan_config(headers)).as_value().value
+
+
+def scan_bytes(data, headers):
+    """Everything after the SOS header: the entropy-coded data and what follows it."""
+    return data[headers.scan_start:]
+
+
+def expected_blocks(data, headers):
+    """The golden model's blocks, in the order the gateware emits them."""
+    blocks, _ = decode_scan(data, headers)
+    return blocks_in_scan_order(blocks, headers)
