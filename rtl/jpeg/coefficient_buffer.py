@@ -1,0 +1,119 @@
+"""Between the Huffman decoder and the IDCT: sparse zigzag coefficients in, whole blocks out.
+
+The Huffman decoder writes only the coefficients it decodes, in zigzag order; the IDCT wants
+all 64 in natural order with their quantisation values.  Two block slots alternate: one fills
+from the decoder while the other is read out ``lanes`` coefficients per clock.  A bitmap of
+the positions written stands in for clearing the slot, so a block needs no extra clocks.
+Quantisation tables arrive as DQT segment bodies (8- or 16-bit entries, zigzag order).
+"""
+
+from amaranth import Module, Signal, Array, Cat, Mux, Const
+from amaranth.lib import wiring, stream, data
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .huffman_decoder import CoefficientLayout, MAX_COMPONENTS
+from .idct import CoefLayout
+from .idct_constants import ZIGZAG
+
+__all__ = ["CoefficientBuffer", "DqtLayout"]
+
+DqtLayout = data.StructLayout({"byte": 8, "last": 1})
+
+
+class CoefficientBuffer(wiring.Component):
+    def __init__(self, lanes=1):
+        if lanes not in (1, 2, 4, 8):
+            self._MustUse__silence = True
+            raise ValueError(f"lanes must be 1, 2, 4 or 8, not {lanes}")
+        self.lanes = lanes
+        super().__init__({
+            "dqt": In(stream.Signature(DqtLayout)),
+            "quant_select": In(data.ArrayLayout(2, MAX_COMPONENTS)),   # Tq of each component
+            "i": In(stream.Signature(CoefficientLayout)),
+            "o": Out(stream.Signature(data.ArrayLayout(CoefLayout, lanes))),
+            "table_error": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self.lanes
+
+        # ---- Quantisation tables: 4 x 64 entries, natural order ------------------------
+        m.submodules.quant = quant = Memory(shape=16, depth=256, init=[])
+        q_w = quant.write_port()
+        q_r = [quant.read_port(domain="comb") for _ in range(lanes)]
+        natural_of = Array(Const(n, 6) for n in ZIGZAG)
+        q_state = Signal(2)            # 0: Pq/Tq, 1: high byte (16-bit), 2: low/only byte
+        q_table = Signal(2)
+        q_wide = Signal()
+        q_k = Signal(7)
+        q_high = Signal(8)
+        m.d.comb += self.dqt.ready.eq(1)
+        byte = self.dqt.payload.byte
+        with m.If(self.dqt.valid):
+            with m.Switch(q_state):
+                with m.Case(0):
+                    m.d.sync += [q_table.eq(byte[0:2]), q_wide.eq(byte[4]), q_k.eq(0),
+                                 q_state.eq(Mux(byte[4], 1, 2))]
+                    with m.If((byte[4:8] > 1) | (byte[0:4] > 3) | self.dqt.payload.last):
+                        m.d.sync += [self.table_error.eq(1), q_state.eq(0)]
+                with m.Case(1):
+                    m.d.sync += [q_high.eq(byte), q_state.eq(2)]
+                with m.Case(2):
+                    m.d.comb += [q_w.addr.eq(Cat(natural_of[q_k[:6]], q_table)),
+                                 q_w.data.eq(Mux(q_wide, Cat(byte, q_high), byte)), q_w.en.eq(1)]
+                    m.d.sync += [q_k.eq(q_k + 1), q_state.eq(Mux(q_wide, 1, 2))]
+                    with m.If(q_k == 63):
+                        m.d.sync += q_state.eq(0)
+            with m.If(self.dqt.payload.last & ~((q_state == 2) & (q_k == 63))):
+                m.d.sync += [self.table_error.eq(1), q_state.eq(0)]
+
+        # ---- Two block slots ----------------------------------------------------------------
+        values = [[Signal(16, name=f"slot{s}_c{n}") for n in range(64)] for s in range(2)]
+        written = [Signal(64, name=f"slot{s}_written") for s in range(2)]
+        component = [Signal(2, name=f"slot{s}_component") for s in range(2)]
+        full = Signal(2)
+        wslot = Signal()
+        rslot = Signal()
+        rbeat = Signal(range(64 // lanes))
+        set_full = Signal(2)
+        clear_full = Signal(2)
+
+        m.d.comb += self.i.ready.eq(~full.bit_select(wslot, 1))
+        beat = self.i.payload
+        nat = Signal(6)
+        m.d.comb += nat.eq(natural_of[beat.zz])
+        with m.If(self.i.valid & self.i.ready):
+            for s in range(2):
+                with m.If(wslot == s):
+                    with m.If(beat.write):
+                        for n in range(64):
+                            with m.If(nat == n):
+                                m.d.sync += values[s][n].eq(beat.value)
+                        m.d.sync += written[s].eq(written[s] | (1 << nat))
+                    m.d.sync += component[s].eq(beat.component)
+            with m.If(beat.end):
+                m.d.comb += set_full.eq(1 << wslot)
+                m.d.sync += wslot.eq(~wslot)
+
+        m.d.comb += self.o.valid.eq(full.bit_select(rslot, 1))
+        table = self.quant_select[Mux(rslot, component[1], component[0])]
+        for lane in range(lanes):
+            index = Signal(6, name=f"index{lane}")
+            m.d.comb += index.eq(rbeat * lanes + lane)
+            value = Mux(rslot, Array(values[1])[index], Array(values[0])[index])
+            present = Mux(rslot, written[1].bit_select(index, 1), written[0].bit_select(index, 1))
+            m.d.comb += [q_r[lane].addr.eq(Cat(index, table)),
+                         self.o.payload[lane].coef.eq(Mux(present, value, 0)),
+                         self.o.payload[lane].quant.eq(q_r[lane].data)]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += rbeat.eq(rbeat + 1)
+            with m.If(rbeat == 64 // lanes - 1):
+                m.d.sync += [rbeat.eq(0), rslot.eq(~rslot)]
+                m.d.comb += clear_full.eq(1 << rslot)
+                for s in range(2):
+                    with m.If(rslot == s):
+                        m.d.sync += written[s].eq(0)
+        m.d.sync += full.eq((full | set_full) & ~clear_full)
+        return m

@@ -1,0 +1,169 @@
+"""The coefficient buffer: sparse zigzag writes in, dense natural-order blocks with their
+quantisation values out; and the first hardware chain JPEG bytes -> 8x8 sample blocks."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth import Elaboratable, Module
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from dlforge.rtl.jpeg.coefficient_buffer import CoefficientBuffer
+from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
+from dlforge.rtl.jpeg.idct import Idct
+from dlforge.rtl.jpeg.idct_constants import ZIGZAG
+from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
+from dlforge.sim.idct_model import idct_islow
+from dlforge.sim.jpeg_parse import parse_headers
+from jpeg_files import encode, photo
+
+
+def dqt_body(tables):
+    """A DQT segment body holding ``tables`` {id: (64 natural-order values)}."""
+    body = bytearray()
+    for tq, natural in tables.items():
+        wide = max(natural) > 255
+        body.append((int(wide) << 4) | tq)
+        for k in range(64):
+            v = int(natural[ZIGZAG[k]])
+            body += v.to_bytes(2, "big") if wide else bytes([v])
+    return bytes(body)
+
+
+async def send(ctx, port, beats):
+    for beat in beats:
+        ctx.set(port.valid, 1)
+        ctx.set(port.payload, beat)
+        await ctx.tick().until(port.ready)
+    ctx.set(port.valid, 0)
+
+
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_sparse_writes_become_dense_blocks(lanes):
+    rng = np.random.default_rng(lanes)
+    quant = {0: rng.integers(1, 256, 64), 2: rng.integers(256, 65536, 64)}
+    blocks, beats = [], []
+    for b in range(12):
+        comp = b % 3
+        zz = sorted(rng.choice(64, size=rng.integers(1, 12), replace=False).tolist())
+        values = {z: int(rng.integers(-2048, 2048)) for z in zz}
+        natural = np.zeros(64, dtype=np.int64)
+        for z, v in values.items():
+            natural[ZIGZAG[z]] = v
+        blocks.append((comp, natural))
+        for i, z in enumerate(zz):
+            beats.append({"value": values[z], "zz": z, "component": comp, "write": 1,
+                          "end": i == len(zz) - 1 and z == 63})
+        if zz[-1] != 63:
+            beats.append({"value": 0, "zz": 0, "component": comp, "write": 0, "end": 1})
+    dut = CoefficientBuffer(lanes)
+    body = dqt_body(quant)
+    got = []
+
+    async def feeder(ctx):
+        ctx.set(dut.quant_select, [0, 2, 0])
+        await send(ctx, dut.dqt, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
+        await send(ctx, dut.i, beats)
+
+    async def collector(ctx):
+        r = random.Random(lanes)
+        while len(got) < 12 * 64:
+            ctx.set(dut.o.ready, r.random() < 0.7)
+            _, _, valid, ready, payload = await ctx.tick().sample(dut.o.valid, dut.o.ready, dut.o.payload)
+            if valid and ready:
+                got.extend((int(p.coef), int(p.quant)) for p in payload)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(feeder, background=True)
+    sim.add_testbench(collector)
+    sim.run()
+    got = np.array(got).reshape(12, 64, 2)
+    for (comp, natural), out in zip(blocks, got):
+        assert (out[:, 0] == natural).all()
+        assert (out[:, 1] == quant[[0, 2, 0][comp]]).all()
+
+
+@pytest.mark.parametrize("body, bad", [(dqt_body({1: list(range(1, 65))}), False),
+                                       (b"\x25" + bytes(64), True),        # precision 2
+                                       (b"\x00" + bytes(63), True)])       # one entry short
+def test_dqt_errors_are_flagged(body, bad):
+    dut = CoefficientBuffer(2)
+    flags = []
+
+    async def bench(ctx):
+        await send(ctx, dut.dqt, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
+        await ctx.tick()
+        flags.append(ctx.get(dut.table_error))
+        ctx.set(dut.o.ready, 1)           # the output side is idle: nothing to drain
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert flags == [int(bad)]
+
+
+class Chain(Elaboratable):
+    """JPEG scan bytes -> entropy decoder -> coefficient buffer -> IDCT -> samples."""
+
+    def __init__(self, lanes):
+        self.entropy = EntropyDecoder()
+        self.buffer = CoefficientBuffer(lanes)
+        self.idct = Idct(lanes)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.entropy = self.entropy
+        m.submodules.buffer = self.buffer
+        m.submodules.idct = self.idct
+        wiring.connect(m, self.entropy.coef, self.buffer.i)
+        wiring.connect(m, self.buffer.o, self.idct.i)
+        return m
+
+
+@pytest.mark.parametrize("subsampling, lanes", [(2, 8), (0, 4)])
+def test_jpeg_bytes_to_sample_blocks(subsampling, lanes):
+    data = encode(photo("chelsea")[40:72, 60:100], quality=85, subsampling=subsampling)
+    headers = parse_headers(data)
+    expected = expected_blocks(data, headers)
+    natural = np.zeros((len(expected), 64), dtype=np.int64)
+    quant = np.zeros((len(expected), 64), dtype=np.int64)
+    for i, (comp, zz) in enumerate(expected):
+        natural[i, list(ZIGZAG)] = zz
+        quant[i] = headers.quant[headers.components[comp].tq].reshape(64)
+    want = idct_islow(natural.reshape(-1, 8, 8), quant.reshape(-1, 8, 8)).reshape(-1)
+    dut = Chain(lanes)
+    ent, buf, idct = dut.entropy, dut.buffer, dut.idct
+    dqt = [(offset, length) for marker, offset, length in headers.segments if marker == 0xDB]
+    samples = []
+
+    async def feeder(ctx):
+        ctx.set(buf.quant_select, [c.tq for c in headers.components] + [0] * (3 - len(headers.components)))
+        for offset, length in dqt:
+            body = data[offset + 4:offset + 2 + length]
+            await send(ctx, buf.dqt, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
+        for body in dht_bodies(data, headers):
+            await send(ctx, ent.dht, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
+        await send(ctx, ent.scan, [scan_config(headers)])
+        body = scan_bytes(data, headers)
+        await send(ctx, ent.i, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
+
+    async def collector(ctx):
+        ctx.set(idct.o.ready, 1)
+        ctx.set(ent.done.ready, 1)
+        for _ in range(200_000):
+            _, _, valid, payload = await ctx.tick().sample(idct.o.valid, idct.o.payload)
+            if valid:
+                samples.extend(int(v) for v in payload)
+            if len(samples) == len(want):
+                return
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(feeder, background=True)
+    sim.add_testbench(collector)
+    sim.run()
+    assert len(samples) == len(want)
+    assert (np.array(samples) == want).all()
