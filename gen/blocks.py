@@ -112,7 +112,35 @@ def _entropy_block():
     )
 
 
-_FACTORIES = {"idct": _idct_block, "entropy": _entropy_block}
+def _blocks_block():
+    from dlforge.rtl.jpeg.block_decoder import BlockDecoder
+    from dlforge.rtl.jpeg.idct import SAMPLES_PER_CLOCK
+
+    def facts(c):
+        return {
+            "function": "a JPEG scan's bytes to decoded 8x8 sample blocks in scan order "
+                        "(entropy decoder -> coefficient buffer -> IDCT)",
+            "throughput_samples_per_cycle": c.samples_per_clock,
+        }
+
+    def tb_params(c, blocks=None, seed=3):
+        return {"corpus": "quick", "limit": blocks or 1000, "seed": seed, "ready_prob": 0.8,
+                "samples_per_clock": c.samples_per_clock}
+
+    return Block(
+        name="blocks",
+        summary="JPEG scan -> 8x8 sample blocks",
+        params=(Param("samples_per_clock", int, 8, SAMPLES_PER_CLOCK,
+                      "IDCT samples per clock", short="p"),),
+        build=lambda samples_per_clock=8: BlockDecoder(samples_per_clock),
+        facts=facts,
+        testbench="dlforge.sim.tb_block_decoder",
+        tb_params=tb_params,
+        bench=("corpus_files", {"corpus": "photos", "ready_prob": 1.0}),
+    )
+
+
+_FACTORIES = {"idct": _idct_block, "entropy": _entropy_block, "blocks": _blocks_block}
 
 
 def BLOCKS():

@@ -9,7 +9,7 @@ import random
 
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-__all__ = ["StreamStats", "stream_through", "reset"]
+__all__ = ["StreamStats", "stream_through", "reset", "send_beats"]
 
 
 class StreamStats:
@@ -87,3 +87,20 @@ async def stream_through(dut, beats_in, n_out, *, inp="i", out="o", valid_prob=1
     i_valid.value = 0
     o_ready.value = 0
     return got, stats
+
+
+async def send_beats(dut, name, beats, keep_going=lambda: True):
+    """Offer ``beats`` on stream ``name`` one by one; give up when ``keep_going()`` is false."""
+    valid, ready, payload = (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
+    for beat in beats:
+        await FallingEdge(dut.clk)
+        valid.value = 1
+        payload.value = beat
+        await ReadOnly()
+        while not ready.value:
+            if not keep_going():
+                return
+            await FallingEdge(dut.clk)
+            await ReadOnly()
+    await FallingEdge(dut.clk)
+    valid.value = 0

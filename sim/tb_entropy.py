@@ -21,6 +21,7 @@ from cocotb.utils import get_sim_time
 from dlforge.rtl.jpeg.huffman_decoder import CoefficientLayout, DoneLayout
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.sim import jpeg_corpus
+from dlforge.sim.cocotb_stream import send_beats
 from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_beat, scan_bytes
 from dlforge.sim.jpeg_entropy import decode_scan
 from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
@@ -29,34 +30,17 @@ PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
 PERIOD = 10
 
 
-async def send(dut, name, beats, keep_going=lambda: True):
-    """Offer ``beats`` on stream ``name`` one by one; give up when ``keep_going()`` is false."""
-    valid, ready, payload = (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
-    for beat in beats:
-        await FallingEdge(dut.clk)
-        valid.value = 1
-        payload.value = beat
-        await ReadOnly()
-        while not ready.value:
-            if not keep_going():
-                return
-            await FallingEdge(dut.clk)
-            await ReadOnly()
-    await FallingEdge(dut.clk)
-    valid.value = 0
-
-
 async def decode_file(dut, data, headers, rng):
     """Run one file through; return (blocks, status, marker, cycles, symbols)."""
     dht = [b | (int(i == len(body) - 1) << 8)
            for body in dht_bodies(data, headers) for i, b in enumerate(body)]
-    await send(dut, "dht", dht)
+    await send_beats(dut, "dht", dht)
     symbols_before = int(dut.symbols_decoded.value)
-    await send(dut, "scan", [scan_beat(headers)])
+    await send_beats(dut, "scan", [scan_beat(headers)])
     start = get_sim_time("ns")
     body = scan_bytes(data, headers)
     state = {"done": None}
-    feeder = cocotb.start_soon(send(dut, "i", [b | (int(i == len(body) - 1) << 8)
+    feeder = cocotb.start_soon(send_beats(dut, "i", [b | (int(i == len(body) - 1) << 8)
                                                for i, b in enumerate(body)],
                                     keep_going=lambda: state["done"] is None))
     blocks, current = [], [0] * 64

@@ -1,0 +1,51 @@
+"""A JPEG scan to 8x8 sample blocks: entropy decoder -> coefficient buffer -> IDCT.
+
+The part of the decoder core that turns the bytes after SOS into decoded blocks of every
+component, in scan order; upsampling, colour conversion and raster output come after it,
+the marker parser before it.
+"""
+
+from amaranth import Module, unsigned
+from amaranth.lib import wiring, stream, data
+from amaranth.lib.wiring import In, Out
+
+from .coefficient_buffer import CoefficientBuffer, DqtLayout
+from .entropy_decoder import EntropyDecoder
+from .huffman_decoder import DhtLayout, DoneLayout, MAX_COMPONENTS, ScanLayout
+from .idct import Idct
+from .unstuff import ByteLayout
+
+__all__ = ["BlockDecoder"]
+
+
+class BlockDecoder(wiring.Component):
+    def __init__(self, samples_per_clock=8):
+        self.samples_per_clock = samples_per_clock
+        super().__init__({
+            "i": In(stream.Signature(ByteLayout)),
+            "dht": In(stream.Signature(DhtLayout)),
+            "dqt": In(stream.Signature(DqtLayout)),
+            "quant_select": In(data.ArrayLayout(2, MAX_COMPONENTS)),
+            "scan": In(stream.Signature(ScanLayout)),
+            "o": Out(stream.Signature(data.ArrayLayout(unsigned(8), samples_per_clock))),
+            "done": Out(stream.Signature(DoneLayout)),
+            "table_error": Out(1),
+            "symbols_decoded": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.entropy = entropy = EntropyDecoder()
+        m.submodules.buffer = buffer = CoefficientBuffer(self.samples_per_clock)
+        m.submodules.idct = idct = Idct(self.samples_per_clock)
+        for name in ("i", "dht", "scan"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(entropy, name))
+        wiring.connect(m, wiring.flipped(self.dqt), buffer.dqt)
+        wiring.connect(m, entropy.coef, buffer.i)
+        wiring.connect(m, buffer.o, idct.i)
+        wiring.connect(m, idct.o, wiring.flipped(self.o))
+        wiring.connect(m, entropy.done, wiring.flipped(self.done))
+        m.d.comb += [buffer.quant_select.eq(self.quant_select),
+                     self.table_error.eq(buffer.table_error),
+                     self.symbols_decoded.eq(entropy.symbols_decoded)]
+        return m
