@@ -1,21 +1,32 @@
-"""What the entropy-decoding gateware is given for a JPEG file, and what it must produce.
+"""What the decoder gateware is given for a JPEG file, and what it must produce.
 
-Shared by the amaranth.sim tests and the cocotb testbench, so both drive the block the same
-way: the DHT segment bodies, the scan configuration beat, the scan's bytes, and the model's
-blocks in scan order.
+Shared by the amaranth.sim tests and the cocotb testbenches, so all drive the blocks the same
+way: the DHT and DQT segment bodies, the scan configuration beat, the scan's bytes, and the
+model's coefficient blocks and decoded samples in scan order.
 """
 
-from dlforge.rtl.jpeg.huffman_decoder import MAX_COMPONENTS, ScanLayout
+import numpy as np
 
+from dlforge.rtl.jpeg.huffman_decoder import MAX_COMPONENTS, ScanLayout
+from dlforge.rtl.jpeg.idct_constants import ZIGZAG
+
+from .idct_model import idct_islow
 from .jpeg_entropy import blocks_in_scan_order, decode_scan
 
-__all__ = ["dht_bodies", "scan_config", "scan_beat", "scan_bytes", "expected_blocks"]
+__all__ = ["dht_bodies", "dqt_bodies", "scan_config", "scan_beat", "scan_bytes",
+           "expected_blocks", "expected_samples"]
 
 
 def dht_bodies(data, headers):
     """The bodies (after the length) of the DHT segments before the scan."""
     return [data[offset + 4:offset + 2 + length] for marker, offset, length in headers.segments
             if marker == 0xC4]
+
+
+def dqt_bodies(data, headers):
+    """The bodies of the DQT segments before the scan."""
+    return [data[offset + 4:offset + 2 + length] for marker, offset, length in headers.segments
+            if marker == 0xDB]
 
 
 def scan_config(headers):
@@ -45,3 +56,14 @@ def expected_blocks(data, headers):
     """The golden model's blocks, in the order the gateware emits them."""
     blocks, _ = decode_scan(data, headers)
     return blocks_in_scan_order(blocks, headers)
+
+
+def expected_samples(data, headers):
+    """The model's decoded 8x8 blocks (islow IDCT with the file's tables), scan order, flat."""
+    blocks = expected_blocks(data, headers)
+    natural = np.zeros((len(blocks), 64), dtype=np.int64)
+    quant = np.zeros((len(blocks), 64), dtype=np.int64)
+    for i, (comp, zz) in enumerate(blocks):
+        natural[i, list(ZIGZAG)] = zz
+        quant[i] = headers.quant[headers.components[comp].tq].reshape(64)
+    return idct_islow(natural.reshape(-1, 8, 8), quant.reshape(-1, 8, 8)).reshape(-1)

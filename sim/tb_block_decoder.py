@@ -19,26 +19,15 @@ from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
 from dlforge.rtl.jpeg.huffman_decoder import DoneLayout
-from dlforge.rtl.jpeg.idct_constants import ZIGZAG
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.sim import jpeg_corpus
 from dlforge.sim.cocotb_stream import send_beats
-from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_beat, scan_bytes
-from dlforge.sim.idct_model import idct_islow
+from dlforge.sim.entropy_stimulus import (dht_bodies, dqt_bodies, expected_samples, scan_beat,
+                                          scan_bytes)
 from dlforge.sim.jpeg_parse import parse_headers
 
 PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
 PERIOD = 10
-
-
-def expected_samples(data, headers):
-    blocks = expected_blocks(data, headers)
-    natural = np.zeros((len(blocks), 64), dtype=np.int64)
-    quant = np.zeros((len(blocks), 64), dtype=np.int64)
-    for i, (comp, zz) in enumerate(blocks):
-        natural[i, list(ZIGZAG)] = zz
-        quant[i] = headers.quant[headers.components[comp].tq].reshape(64)
-    return idct_islow(natural.reshape(-1, 8, 8), quant.reshape(-1, 8, 8)).reshape(-1)
 
 
 def with_last(body):
@@ -68,8 +57,8 @@ async def corpus_files(dut):
         headers = parse_headers(f.data)
         want = expected_samples(f.data, headers)
         dut.quant_select.value = sum(c.tq << (2 * i) for i, c in enumerate(headers.components))
-        dqt = [f.data[o + 4:o + 2 + n] for m, o, n in headers.segments if m == 0xDB]
-        await send_beats(dut, "dqt", [b for body in dqt for b in with_last(body)])
+        await send_beats(dut, "dqt", [b for body in dqt_bodies(f.data, headers)
+                                      for b in with_last(body)])
         await send_beats(dut, "dht", [b for body in dht_bodies(f.data, headers)
                                       for b in with_last(body)])
         await send_beats(dut, "scan", [scan_beat(headers)])

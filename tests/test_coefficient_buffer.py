@@ -13,8 +13,8 @@ from dlforge.rtl.jpeg.coefficient_buffer import CoefficientBuffer
 from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
 from dlforge.rtl.jpeg.idct import Idct
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
-from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
-from dlforge.sim.idct_model import idct_islow
+from dlforge.sim.entropy_stimulus import (dht_bodies, dqt_bodies, expected_samples, scan_bytes,
+                                          scan_config)
 from dlforge.sim.jpeg_parse import parse_headers
 from jpeg_files import encode, photo
 
@@ -127,22 +127,14 @@ class Chain(Elaboratable):
 def test_jpeg_bytes_to_sample_blocks(subsampling, lanes):
     data = encode(photo("chelsea")[40:72, 60:100], quality=85, subsampling=subsampling)
     headers = parse_headers(data)
-    expected = expected_blocks(data, headers)
-    natural = np.zeros((len(expected), 64), dtype=np.int64)
-    quant = np.zeros((len(expected), 64), dtype=np.int64)
-    for i, (comp, zz) in enumerate(expected):
-        natural[i, list(ZIGZAG)] = zz
-        quant[i] = headers.quant[headers.components[comp].tq].reshape(64)
-    want = idct_islow(natural.reshape(-1, 8, 8), quant.reshape(-1, 8, 8)).reshape(-1)
+    want = expected_samples(data, headers)
     dut = Chain(lanes)
     ent, buf, idct = dut.entropy, dut.buffer, dut.idct
-    dqt = [(offset, length) for marker, offset, length in headers.segments if marker == 0xDB]
     samples = []
 
     async def feeder(ctx):
         ctx.set(buf.quant_select, [c.tq for c in headers.components] + [0] * (3 - len(headers.components)))
-        for offset, length in dqt:
-            body = data[offset + 4:offset + 2 + length]
+        for body in dqt_bodies(data, headers):
             await send(ctx, buf.dqt, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
         for body in dht_bodies(data, headers):
             await send(ctx, ent.dht, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
