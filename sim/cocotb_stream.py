@@ -9,7 +9,7 @@ import random
 
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-__all__ = ["StreamStats", "stream_through", "reset", "send_beats"]
+__all__ = ["StreamStats", "stream_through", "start", "reset", "send_beats"]
 
 
 class StreamStats:
@@ -26,6 +26,19 @@ class StreamStats:
     def as_dict(self):
         return {"cycles": self.cycles, "first_in": self.first_in, "first_out": self.first_out,
                 "last_out": self.last_out, "in_stalls": self.in_stalls}
+
+
+async def start(dut, sources=(), sinks=(), period_ns=10):
+    """Start the clock, idle every source (valid low) and sink (ready low), then reset."""
+    from cocotb.clock import Clock
+    import cocotb
+
+    cocotb.start_soon(Clock(dut.clk, period_ns, unit="ns").start())
+    for name in sources:
+        getattr(dut, f"{name}__valid").value = 0
+    for name in sinks:
+        getattr(dut, f"{name}__ready").value = 0
+    await reset(dut)
 
 
 async def reset(dut, cycles=2):

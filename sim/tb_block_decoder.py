@@ -14,14 +14,13 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly
 from cocotb.utils import get_sim_time
 
 from dlforge.rtl.jpeg.huffman_decoder import DoneLayout
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.sim import jpeg_corpus
-from dlforge.sim.cocotb_stream import send_beats
+from dlforge.sim.cocotb_stream import send_beats, start
 from dlforge.sim.entropy_stimulus import (dht_bodies, dqt_bodies, expected_samples, scan_beat,
                                           scan_bytes)
 from dlforge.sim.jpeg_parse import parse_headers
@@ -36,16 +35,8 @@ def with_last(body):
 
 @cocotb.test()
 async def corpus_files(dut):
-    cocotb.start_soon(Clock(dut.clk, PERIOD, unit="ns").start())
-    for name in ("i", "dht", "dqt", "scan"):
-        getattr(dut, f"{name}__valid").value = 0
-    dut.o__ready.value = 0
+    await start(dut, sources=("i", "dht", "dqt", "scan"), sinks=("o",), period_ns=PERIOD)
     dut.done__ready.value = 1
-    dut.rst.value = 1
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    await FallingEdge(dut.clk)
-    dut.rst.value = 0
     rng = random.Random(PARAMS.get("seed", 3))
     ready_prob = float(PARAMS.get("ready_prob", 1.0))
     lanes = int(PARAMS.get("samples_per_clock", 8))
@@ -62,7 +53,7 @@ async def corpus_files(dut):
         await send_beats(dut, "dht", [b for body in dht_bodies(f.data, headers)
                                       for b in with_last(body)])
         await send_beats(dut, "scan", [scan_beat(headers)])
-        start = get_sim_time("ns")
+        began = get_sim_time("ns")
         feeder = cocotb.start_soon(send_beats(dut, "i", with_last(scan_bytes(f.data, headers))))
         got, status = [], None
         while len(got) < len(want) or status is None:
@@ -76,8 +67,8 @@ async def corpus_files(dut):
             if dut.done__valid.value and status is None:
                 done = DoneLayout.from_bits(int(dut.done__payload.value))
                 status = (S(int(done.status)), int(done.marker))
-            assert get_sim_time("ns") - start < PERIOD * (1000 + 200 * len(want)), f.name
-        cycles = (get_sim_time("ns") - start) / PERIOD
+            assert get_sim_time("ns") - began < PERIOD * (1000 + 200 * len(want)), f.name
+        cycles = (get_sim_time("ns") - began) / PERIOD
         await FallingEdge(dut.clk)
         dut.o__ready.value = 0
         feeder.cancel()

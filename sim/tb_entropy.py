@@ -14,14 +14,13 @@ import statistics
 from pathlib import Path
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly
 from cocotb.utils import get_sim_time
 
 from dlforge.rtl.jpeg.huffman_decoder import CoefficientLayout, DoneLayout
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.sim import jpeg_corpus
-from dlforge.sim.cocotb_stream import send_beats
+from dlforge.sim.cocotb_stream import send_beats, start
 from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_beat, scan_bytes
 from dlforge.sim.jpeg_entropy import decode_scan
 from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
@@ -37,7 +36,7 @@ async def decode_file(dut, data, headers, rng):
     await send_beats(dut, "dht", dht)
     symbols_before = int(dut.symbols_decoded.value)
     await send_beats(dut, "scan", [scan_beat(headers)])
-    start = get_sim_time("ns")
+    began = get_sim_time("ns")
     body = scan_bytes(data, headers)
     state = {"done": None}
     feeder = cocotb.start_soon(send_beats(dut, "i", [b | (int(i == len(body) - 1) << 8)
@@ -61,9 +60,9 @@ async def decode_file(dut, data, headers, rng):
         if dut.done__valid.value:
             done = DoneLayout.from_bits(int(dut.done__payload.value))
             state["done"] = (int(done.status), int(done.marker))
-        if get_sim_time("ns") - start > PERIOD * (200 + 40 * len(body)):
+        if get_sim_time("ns") - began > PERIOD * (200 + 40 * len(body)):
             raise AssertionError("the decoder did not finish")
-    cycles = (get_sim_time("ns") - start) / PERIOD
+    cycles = (get_sim_time("ns") - began) / PERIOD
     await FallingEdge(dut.clk)
     dut.coef__ready.value = 0
     feeder.cancel()
@@ -73,16 +72,7 @@ async def decode_file(dut, data, headers, rng):
 
 
 async def reset(dut):
-    cocotb.start_soon(Clock(dut.clk, PERIOD, unit="ns").start())
-    for name in ("i", "dht", "scan"):
-        getattr(dut, f"{name}__valid").value = 0
-    dut.coef__ready.value = 0
-    dut.done__ready.value = 0
-    dut.rst.value = 1
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    await FallingEdge(dut.clk)
-    dut.rst.value = 0
+    await start(dut, sources=("i", "dht", "scan"), sinks=("coef", "done"), period_ns=PERIOD)
 
 
 def corpus_files():

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 
-from dlforge.sim.cocotb_stream import reset, stream_through
+from dlforge.sim.cocotb_stream import start as start_streams, stream_through
 from dlforge.sim.idct_model import idct_islow
 from dlforge.sim.idct_vectors import idct_test_blocks
 
@@ -59,10 +58,7 @@ def check(got, coefs, quant):
 
 
 async def start(dut):
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    dut.i__valid.value = 0
-    dut.o__ready.value = 0
-    await reset(dut)
+    await start_streams(dut, sources=("i",), sinks=("o",))
 
 
 @cocotb.test()

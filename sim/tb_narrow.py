@@ -10,9 +10,8 @@ import os
 import random
 
 import cocotb
-from cocotb.clock import Clock
 
-from dlforge.sim.cocotb_stream import reset, stream_through
+from dlforge.sim.cocotb_stream import start, stream_through
 
 PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
 IN_LANES = int(PARAMS.get("in_lanes", 8))
@@ -22,10 +21,7 @@ BEATS = int(PARAMS.get("beats", 200))
 
 @cocotb.test()
 async def order_and_backpressure(dut):
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    dut.i__valid.value = 0
-    dut.o__ready.value = 0
-    await reset(dut)
+    await start(dut, sources=("i",), sinks=("o",))
     rng = random.Random(PARAMS.get("seed", 3))
     elements = [rng.randrange(256) for _ in range(BEATS * IN_LANES)]
     beats = [sum(e << (8 * k) for k, e in enumerate(elements[b * IN_LANES:(b + 1) * IN_LANES]))
