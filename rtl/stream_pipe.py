@@ -1,6 +1,6 @@
 """Small stream plumbing shared by the gateware: a registered stage and a lane-width narrower."""
 
-from amaranth import Module, Signal, Mux, Array
+from amaranth import Module, Signal, Array
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 

@@ -19,7 +19,7 @@ from filelock import FileLock
 from .fst_support import lz4_build_env
 from .toolpaths import simulator_env
 
-__all__ = ["SimResult", "run_cocotb", "default_simulator", "build_dir_root", "write_verilog", "VERILATOR_WAIVERS",
+__all__ = ["SimResult", "run_cocotb", "default_simulator", "build_dir_root", "VERILATOR_WAIVERS",
            "PARAMS_ENV"]
 
 #: Environment variable through which a testbench receives its parameters (JSON).
@@ -41,17 +41,6 @@ TIMESCALE = ("1ns", "1ps")
 def build_dir_root():
     """Where generated sources and simulator builds live (DLFORGE_BUILD_DIR or ./build)."""
     return Path(os.environ.get("DLFORGE_BUILD_DIR", "build")).resolve()
-
-
-def write_verilog(component, name, directory):
-    """Write ``component`` as Verilog module ``name`` into ``directory``; return the path."""
-    text = verilog.convert(component, name=name, emit_src=False)
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.v"
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    return path
 
 
 @dataclass

@@ -5,13 +5,10 @@ import random
 
 import numpy as np
 import pytest
-from amaranth import Elaboratable, Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.coefficient_buffer import CoefficientBuffer
-from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
-from dlforge.rtl.jpeg.idct import Idct
+from dlforge.rtl.jpeg.block_decoder import BlockDecoder
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
 from dlforge.sim.entropy_stimulus import (dht_bodies, dqt_bodies, expected_samples, scan_bytes,
                                           scan_config)
@@ -105,35 +102,16 @@ def test_dqt_errors_are_flagged(body, bad):
     assert flags == [int(bad)]
 
 
-class Chain(Elaboratable):
-    """JPEG scan bytes -> entropy decoder -> coefficient buffer -> IDCT -> samples."""
-
-    def __init__(self, lanes):
-        self.entropy = EntropyDecoder()
-        self.buffer = CoefficientBuffer(lanes)
-        self.idct = Idct(lanes)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.entropy = self.entropy
-        m.submodules.buffer = self.buffer
-        m.submodules.idct = self.idct
-        wiring.connect(m, self.entropy.coef, self.buffer.i)
-        wiring.connect(m, self.buffer.o, self.idct.i)
-        return m
-
-
 @pytest.mark.parametrize("subsampling, lanes", [(2, 8), (0, 4)])
 def test_jpeg_bytes_to_sample_blocks(subsampling, lanes):
     data = encode(photo("chelsea")[40:72, 60:100], quality=85, subsampling=subsampling)
     headers = parse_headers(data)
     want = expected_samples(data, headers)
-    dut = Chain(lanes)
-    ent, buf, idct = dut.entropy, dut.buffer, dut.idct
+    dut = ent = buf = idct = BlockDecoder(lanes)
     samples = []
 
     async def feeder(ctx):
-        ctx.set(buf.quant_select, [c.tq for c in headers.components] + [0] * (3 - len(headers.components)))
+        ctx.set(dut.quant_select, [c.tq for c in headers.components] + [0] * (3 - len(headers.components)))
         for body in dqt_bodies(data, headers):
             await send(ctx, buf.dqt, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
         for body in dht_bodies(data, headers):

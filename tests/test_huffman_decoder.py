@@ -1,39 +1,21 @@
-"""The Huffman decoder gateware, behind the unstuffer, against the golden model's coefficients."""
+"""The Huffman decoder gateware, behind the unstuffer (EntropyDecoder), against the model."""
 
 import random
 
-import numpy as np
 import pytest
-from amaranth import Elaboratable, Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from dlforge.rtl.jpeg.huffman_decoder import HuffmanDecoder
+from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.rtl.jpeg.unstuff import Unstuffer
 from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
 from dlforge.sim.jpeg_entropy import decode_scan
 from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
 from jpeg_files import encode, photo
 
 
-class Pair(Elaboratable):
-    def __init__(self):
-        self.unstuff = Unstuffer()
-        self.decoder = HuffmanDecoder()
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.unstuff = self.unstuff
-        m.submodules.decoder = self.decoder
-        wiring.connect(m, self.unstuff.o, self.decoder.tokens)
-        return m
-
-
 def run_decoder(data, ready_prob=1.0, seed=0, max_cycles=200_000):
     headers = parse_headers(data)
-    dut = Pair()
-    dec, uns = dut.decoder, dut.unstuff
+    dut = dec = uns = EntropyDecoder()
     rng = random.Random(seed)
     blocks, done = [], []
 

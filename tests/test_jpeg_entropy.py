@@ -1,7 +1,6 @@
 """Huffman decoding against libjpeg's own coefficients (jpeglib.read_dct)."""
 
 import jpeglib
-import numpy as np
 import pytest
 
 from dlforge.sim.jpeg_entropy import lookup_table, split_entropy_segments

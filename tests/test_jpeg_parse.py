@@ -1,6 +1,5 @@
 """Marker parsing: what is accepted, and the status each kind of bad or unsupported file gets."""
 
-import struct
 
 import pytest
 from PIL import Image

@@ -1,6 +1,5 @@
 """The simulation runner: content-hashed shared builds, parameters, failures reported, waves."""
 
-import os
 
 import pytest
 

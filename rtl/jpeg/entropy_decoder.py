@@ -22,6 +22,7 @@ class EntropyDecoder(wiring.Component):
     coef: Out(stream.Signature(CoefficientLayout))
     done: Out(stream.Signature(DoneLayout))
     symbols_decoded: Out(32)
+    busy: Out(1)                  # a scan is being decoded
 
     def elaborate(self, platform):
         m = Module()
@@ -35,5 +36,6 @@ class EntropyDecoder(wiring.Component):
         wiring.connect(m, huffman.done, wiring.flipped(self.done))
         # A new scan starts the unstuffer afresh.
         m.d.comb += [unstuff.restart.eq(self.scan.valid & self.scan.ready),
-                     self.symbols_decoded.eq(huffman.symbols_decoded)]
+                     self.symbols_decoded.eq(huffman.symbols_decoded),
+                     self.busy.eq(huffman.busy)]
         return m

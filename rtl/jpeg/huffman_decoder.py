@@ -13,7 +13,7 @@ nonzero coefficient gets an extra beat with ``write`` low.  Each scan ends with 
 beat: the status (:class:`JpegStatus`) and the marker that ended the scan.
 """
 
-from amaranth import Module, Signal, Array, Mux, Cat, Const, signed, unsigned
+from amaranth import Module, Signal, Array, Mux, Cat, Const, signed
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
