@@ -4,7 +4,7 @@ from amaranth import Module, Signal, Array
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PipeStage", "Narrow"]
+__all__ = ["PipeStage", "Narrow", "BytesOut"]
 
 
 class PipeStage(wiring.Component):
@@ -72,5 +72,41 @@ class Narrow(wiring.Component):
         with m.Elif(self.o.valid & self.o.ready):
             m.d.sync += beat.eq(beat + 1)
             with m.If(last):
+                m.d.sync += have.eq(0)
+        return m
+
+
+class BytesOut(wiring.Component):
+    """A stream of ``width``-byte beats ({data, keep, last}) as one byte per beat ({byte, last}).
+
+    ``keep`` (1..width) counts the real bytes of a beat, lowest first; ``last`` moves to the
+    final real byte.  One byte leaves every clock; the next wide beat is taken as the last
+    byte of the current one leaves.
+    """
+
+    def __init__(self, width):
+        self._width = width
+        in_layout = data.StructLayout({"data": 8 * width, "keep": width.bit_length(), "last": 1})
+        out_layout = data.StructLayout({"byte": 8, "last": 1})
+        super().__init__({"i": In(stream.Signature(in_layout)),
+                          "o": Out(stream.Signature(out_layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        held = Signal.like(self.i.payload)
+        have = Signal()
+        index = Signal(range(self._width))
+        final = index + 1 >= held.keep
+        m.d.comb += [
+            self.o.valid.eq(have),
+            self.o.payload.byte.eq(held.data.word_select(index, 8)),
+            self.o.payload.last.eq(held.last & final),
+            self.i.ready.eq(~have | (self.o.ready & final)),
+        ]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [held.eq(self.i.payload), have.eq(1), index.eq(0)]
+        with m.Elif(self.o.valid & self.o.ready):
+            m.d.sync += index.eq(index + 1)
+            with m.If(final):
                 m.d.sync += have.eq(0)
         return m

@@ -46,3 +46,23 @@ def test_narrow_equal_widths_is_a_wire():
     from amaranth.hdl import Fragment
     fragment = Fragment.get(Narrow(unsigned(8), 8, 8), None)
     assert "sync" not in fragment.domains and not fragment.subfragments
+
+
+@pytest.mark.parametrize("width", [1, 4])
+def test_bytes_out_keeps_every_real_byte(width):
+    import random
+    from dlforge.rtl.stream_pipe import BytesOut
+    rng = random.Random(width)
+    dut = BytesOut(width)
+    packets = [bytes(rng.randrange(256) for _ in range(n)) for n in (1, 2, 3, 4, 5, 9, 17)]
+    beats, want = [], []
+    for p in packets:
+        chunks = [p[k:k + width] for k in range(0, len(p), width)]
+        for n, c in enumerate(chunks):
+            beats.append({"data": int.from_bytes(c, "little"), "keep": len(c),
+                          "last": n == len(chunks) - 1})
+        want += [(b, k == len(p) - 1) for k, b in enumerate(p)]
+    got, when = run_stream(dut, beats, len(want), valid_prob=0.8, ready_prob=0.7, seed=width)
+    assert [(int(g.byte), bool(g.last)) for g in got] == want
+    full, when = run_stream(dut, beats, len(want))
+    assert when[-1] - when[0] == len(want) - 1        # one byte every clock

@@ -1,0 +1,119 @@
+"""The decoder core's packets, defined once for the gateware and the host.
+
+In: one JPEG file per packet, ``input_bytes`` bytes a beat (lowest byte first; ``keep`` says
+how many bytes of the beat are real, 1..input_bytes), ``last`` on its final beat.  ``tag`` and
+``fast`` (fast upsampling) are taken from the packet's first beat.
+
+Out: one packet per file, every beat carrying the file's tag:
+``HEADER`` (width, height, sampling), then ``PIXELS`` beats (up to 4 RGB pixels each, raster
+order), then ``TRAILER`` (status, the core's cycle count for the file, Huffman symbols decoded)
+with ``last``.  A file that fails before its scan has no pixel beats and a zero-size header; a
+file that fails inside its scan stops its pixel beats where the error was found; the status in
+the trailer is what counts.
+"""
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+from amaranth.lib import data
+
+from .raster import PIXELS_PER_BEAT
+from .status import JpegStatus
+
+__all__ = ["OutputKind", "HeaderLayout", "TrailerLayout", "input_layout", "output_layout",
+           "input_beats", "DecodedImage", "parse_output"]
+
+DATA_BITS = 24 * PIXELS_PER_BEAT
+
+
+class OutputKind(IntEnum):
+    HEADER = 0
+    PIXELS = 1
+    TRAILER = 2
+
+
+HeaderLayout = data.StructLayout({
+    "width": 16, "height": 16, "components": 2, "h": 2, "v": 2, "fast": 1,
+})
+TrailerLayout = data.StructLayout({
+    "status": 8, "cycles": 32, "symbols": 32,
+})
+
+
+def input_layout(input_bytes=1, tag_bits=8):
+    return data.StructLayout({
+        "data": 8 * input_bytes, "keep": input_bytes.bit_length(),
+        "last": 1, "fast": 1, "tag": tag_bits,
+    })
+
+
+def output_layout(tag_bits=8):
+    return data.StructLayout({
+        "kind": 2, "data": DATA_BITS, "count": 3, "tag": tag_bits, "last": 1,
+    })
+
+
+def input_beats(file_bytes, tag=0, fast=False, input_bytes=1, tag_bits=8):
+    """One file as the integers a simulator drives onto the core's ``i.payload``."""
+    layout = input_layout(input_bytes, tag_bits)
+    beats = []
+    chunks = [file_bytes[k:k + input_bytes] for k in range(0, len(file_bytes), input_bytes)]
+    for n, chunk in enumerate(chunks):
+        fields = {"data": int.from_bytes(chunk, "little"), "last": n == len(chunks) - 1,
+                  "fast": bool(fast), "tag": tag}
+        fields["keep"] = len(chunk)
+        beats.append(layout.const(fields).as_value().value)
+    return beats
+
+
+@dataclass
+class DecodedImage:
+    tag: int
+    width: int
+    height: int
+    status: JpegStatus
+    cycles: int
+    symbols: int
+    pixels: np.ndarray          # (height, width, 3) uint8 when complete, else (n, 3)
+
+    @property
+    def ok(self):
+        return self.status == JpegStatus.OK
+
+
+def _fields(layout, value):
+    view = data.Const(layout, value)
+    return {name: int(view[name]) for name, _ in layout}
+
+
+def parse_output(beats, tag_bits=8):
+    """Output beats (integers) -> [DecodedImage]; raises ValueError on a malformed sequence."""
+    layout = output_layout(tag_bits)
+    images, current, pixels = [], None, []
+    for value in beats:
+        beat = _fields(layout, value)
+        kind = OutputKind(beat["kind"])
+        if kind == OutputKind.HEADER:
+            if current is not None:
+                raise ValueError("a header inside an image")
+            current = _fields(HeaderLayout, beat["data"])
+            current["tag"] = beat["tag"]
+            pixels = []
+        elif current is None:
+            raise ValueError(f"a {kind.name} beat outside an image")
+        elif kind == OutputKind.PIXELS:
+            rgb = beat["data"].to_bytes(DATA_BITS // 8, "little")
+            pixels.append(np.frombuffer(rgb[:3 * beat["count"]], dtype=np.uint8))
+        else:
+            trailer = _fields(TrailerLayout, beat["data"])
+            flat = (np.concatenate(pixels) if pixels else np.zeros(0, np.uint8)).reshape(-1, 3)
+            w, h = current["width"], current["height"]
+            if len(flat) == w * h:
+                flat = flat.reshape(h, w, 3)
+            images.append(DecodedImage(current["tag"], w, h, JpegStatus(trailer["status"]),
+                                       trailer["cycles"], trailer["symbols"], flat))
+            current = None
+    if current is not None:
+        raise ValueError("the output ends inside an image")
+    return images
