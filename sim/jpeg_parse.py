@@ -177,6 +177,11 @@ def parse_headers(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIG
                 if c.td not in dc_tables or c.ta not in ac_tables:
                     _fail(S.MISSING_HUFFMAN_TABLE, start, f"component {c.ident} uses undefined "
                                                          f"Huffman tables DC{c.td}/AC{c.ta}")
+            for c in components:
+                # libjpeg builds the scan's DC tables before decoding and refuses symbols
+                # above 15 (jdhuff.c jpeg_make_d_derived_tbl).
+                if any(sym > 15 for sym in dc_tables[c.td].symbols):
+                    _fail(S.BAD_TABLE, start, f"DC table {c.td} has a symbol above 15")
             colorspace = "gray" if len(components) == 1 else _colorspace(
                 components, jfif, adobe, adobe_transform, start)
             return Headers(width, height, sof, components,
@@ -234,11 +239,12 @@ def _parse_dht(body, offset, dc_tables, ac_tables):
         if total > 256 or k + 17 + total > len(body):
             _fail(S.BAD_TABLE, offset + k, f"DHT table with {total} symbols")
         table = HuffmanTable(counts, bytes(body[k + 17:k + 17 + total]))
-        # Canonical codes must fit their lengths (jdhuff.c "Bad Huffman table").
+        # Canonical codes must fit their lengths, and no code may be all ones (jdhuff.c
+        # jpeg_make_d_derived_tbl: "Bad Huffman table").
         code = 0
         for length, count in enumerate(counts, start=1):
             code += count
-            if code > (1 << length):
+            if code >= (1 << length):
                 _fail(S.BAD_TABLE, offset + k, "DHT code lengths overflow the code space")
             code <<= 1
         (ac_tables if tc else dc_tables)[th] = table
