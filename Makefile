@@ -25,8 +25,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup
 
 demo: $(STAMP)
-	$(BIN)/dlforge gen idct --samples-per-clock 8 -o build/demo/idct_p8
-	$(BIN)/dlforge sim idct --blocks 2000
+	$(BIN)/dlforge gen jpeg -o build/demo/jpeg_core
+	$(BIN)/python -m dlforge.gen.demo
 
 clean:
 	rm -rf build dist *.egg-info

@@ -140,7 +140,48 @@ def _blocks_block():
     )
 
 
-_FACTORIES = {"idct": _idct_block, "entropy": _entropy_block, "blocks": _blocks_block}
+def _jpeg_block():
+    from dlforge.rtl.jpeg.decoder import JpegDecoder
+    from dlforge.rtl.jpeg.raster import PIXELS_PER_BEAT
+
+    def facts(c):
+        return {
+            "function": "baseline JPEG files to RGB888 raster images, bit-exact to "
+                        "libjpeg-turbo (islow IDCT; fancy or fast upsampling per image)",
+            "packets": "dlforge.rtl.jpeg.packets",
+            "status_codes": "dlforge.rtl.jpeg.status.JpegStatus",
+            "cores": len(c.cores), "dispatch": "round-robin by file; output in submission "
+                                              "order, each packet tagged",
+            "max_width": c.max_width, "max_height": c.max_height,
+            "input_bytes_per_beat": c.input_bytes, "tag_bits": c.tag_bits,
+            "output_pixels_per_beat": PIXELS_PER_BEAT,
+        }
+
+    def tb_params(c, blocks=None, seed=7):
+        return {"corpus": "quick", "limit": blocks or 1000, "seed": seed, "ready_prob": 0.8,
+                "modes": ["fancy", "fast"], "input_bytes": c.input_bytes,
+                "tag_bits": c.tag_bits, "max_width": c.max_width, "max_height": c.max_height}
+
+    return Block(
+        name="jpeg",
+        summary="JPEG decoder core: file bytes -> header, RGB888 raster, trailer",
+        params=(Param("cores", int, 1, None, "decoder cores behind the dispatcher", short="c"),
+                Param("max_width", int, 4096, None, "widest image (a multiple of 16)", short="w"),
+                Param("max_height", int, 65535, None, "tallest image"),
+                Param("input_bytes", int, 1, (1, 4), "input bytes per beat", short="b")),
+        build=lambda cores=1, max_width=4096, max_height=65535, input_bytes=1: JpegDecoder(
+            cores, max_width, max_height, input_bytes),
+        facts=facts,
+        testbench="dlforge.sim.tb_jpeg_core",
+        tb_params=tb_params,
+        regression=({}, {"input_bytes": 4}, {"cores": 2}),
+        bench=("decode_files", {"corpus": "photos", "ready_prob": 1.0, "modes": ["fancy"],
+                                "check": False}),
+    )
+
+
+_FACTORIES = {"idct": _idct_block, "entropy": _entropy_block, "blocks": _blocks_block,
+              "jpeg": _jpeg_block}
 
 
 def BLOCKS():

@@ -109,6 +109,31 @@ def cmd_bench(args):
     return 0 if result.passed else 1
 
 
+def cmd_decode(args):
+    """Decode files on a device; write <stem>.npy per file; JSON or a table."""
+    from pathlib import Path
+    import numpy as np
+    from ..host.jpeg_decode import decode_files
+    results = decode_files(args.files, device=args.device, upsample=args.upsample,
+                           max_width=args.max_width)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            if r.pixels is not None:
+                np.save(out / f"{Path(r.file).stem}.npy", r.pixels)
+    if args.json:
+        print(json.dumps({"device": args.device, "upsample": args.upsample,
+                          "files": [r.as_dict() for r in results]}, indent=2))
+    else:
+        for r in results:
+            size = f"{r.width}x{r.height}" if r.width else "-"
+            cycles = f"{r.cycles} cycles" if r.cycles is not None else ""
+            print(f"{r.status:<8} {size:>11} {cycles:>14}  {r.file}"
+                  + (f"  ({r.error})" if r.error else ""))
+    return 1 if any(r.status == "error" for r in results) else 0
+
+
 def _table(rows):
     head = ("parameters", "sim", "tests", "result", "blocks checked", "latency", "clk/block",
             "blocks/clk", "samples/clk")
@@ -162,6 +187,17 @@ def build_parser():
     bench.add_argument("--limit", type=int, default=None, help="at most this many files")
     _add_block_params(bench)
     bench.set_defaults(func=cmd_bench)
+
+    decode = sub.add_parser("decode", help="decode JPEG files on a device (default: the "
+                                           "simulated decoder core)")
+    decode.add_argument("files", nargs="+", metavar="FILE")
+    decode.add_argument("--device", choices=("sim", "cpu"), default="sim")
+    decode.add_argument("--upsample", choices=("fancy", "fast"), default="fancy")
+    decode.add_argument("--out", default=None, help="write <file stem>.npy here")
+    decode.add_argument("--json", action="store_true")
+    decode.add_argument("--max-width", type=int, default=4096, dest="max_width",
+                        help="the simulated core's width limit")
+    decode.set_defaults(func=cmd_decode)
 
     from ..boards.ooc import DEVICES
     synth = sub.add_parser("synth", help="out-of-context synthesis, place and route of a block "

@@ -93,6 +93,11 @@ class BytesOut(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        if self._width == 1:
+            m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready),
+                         self.o.payload.byte.eq(self.i.payload.data),
+                         self.o.payload.last.eq(self.i.payload.last)]
+            return m
         held = Signal.like(self.i.payload)
         have = Signal()
         index = Signal(range(self._width))

@@ -39,7 +39,7 @@ from PIL import Image
 __all__ = [
     "CorpusFile", "JpegSyntaxError", "SOF_MARKERS", "STD_HUFFMAN_TABLES", "ZIGZAG",
     "baseline_corpus", "describe", "huffman_tables", "malformed_corpus", "photo_corpus",
-    "quant_tables", "segments", "unsupported_corpus", "write_corpus",
+    "quant_tables", "segments", "shipped_jpegs", "unsupported_corpus", "write_corpus",
 ]
 
 
@@ -359,6 +359,11 @@ def _source(k, grey, names=None):
     pool = _available(names or (_GREY if grey else _COLOUR[:6]))
     name = pool[k % len(pool)]
     return name, _photo(name)
+
+
+def shipped_jpegs():
+    """[(file name, bytes)] of the real JPEG files scikit-image ships (those installed)."""
+    return [(fn, raw) for fn in _SHIPPED_JPEGS if (raw := _data_file(fn)) is not None]
 
 
 def _crop(img, w, h, k=0):
