@@ -51,7 +51,7 @@ def split_entropy_segments(data, start):
             segments.append((bytes(current), seg_start, ("eof", None)))
             return segments, n
         code = data[q]
-        if code == 0x00 and q == nxt + 1:
+        if code == 0x00:                      # FF 00 (after any fill): a data byte FF
             current.append(0xFF)
             pos = q + 1
         elif 0xD0 <= code <= 0xD7:

@@ -61,8 +61,12 @@ def check_trailer(data, pos):
         if pos + 3 > len(data):
             raise JpegDecodeError(S.TRUNCATED, pos, "the data ends inside a segment")
         length = int.from_bytes(data[pos + 1:pos + 3], "big")
-        if length < 2 or pos + 1 + length > len(data):
+        if length < 2:
             raise JpegDecodeError(S.BAD_MARKER_LENGTH, pos + 1, f"segment length {length}")
+        if pos + 1 + length > len(data):
+            # As before the scan: a file cut inside a segment.
+            raise JpegDecodeError(S.TRUNCATED, pos + 1, f"segment of length {length} runs "
+                                                        "past the end of the data")
         pos += 1 + length
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
-from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.rtl.jpeg.status import FRAME_TYPE_STATUS, JpegStatus as S
 
 __all__ = ["JpegDecodeError", "Component", "HuffmanTable", "Headers", "parse_headers",
            "DEFAULT_MAX_WIDTH", "DEFAULT_MAX_HEIGHT"]
@@ -18,13 +18,7 @@ __all__ = ["JpegDecodeError", "Component", "HuffmanTable", "Headers", "parse_hea
 DEFAULT_MAX_WIDTH = 4096
 DEFAULT_MAX_HEIGHT = 65535
 
-_SOF_KIND = {0xC0: None, 0xC1: None,
-             0xC2: S.UNSUPPORTED_PROGRESSIVE, 0xC3: S.UNSUPPORTED_LOSSLESS,
-             0xC5: S.UNSUPPORTED_HIERARCHICAL, 0xC6: S.UNSUPPORTED_HIERARCHICAL,
-             0xC7: S.UNSUPPORTED_HIERARCHICAL,
-             0xC9: S.UNSUPPORTED_ARITHMETIC, 0xCA: S.UNSUPPORTED_ARITHMETIC,
-             0xCB: S.UNSUPPORTED_ARITHMETIC, 0xCD: S.UNSUPPORTED_ARITHMETIC,
-             0xCE: S.UNSUPPORTED_ARITHMETIC, 0xCF: S.UNSUPPORTED_ARITHMETIC}
+_SOF_KIND = {0xC0: None, 0xC1: None, **FRAME_TYPE_STATUS}
 _LUMA_FACTORS = {(1, 1), (2, 1), (1, 2), (2, 2)}
 
 
@@ -161,7 +155,8 @@ def parse_headers(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIG
             if kind is not None:
                 _fail(kind, start, f"frame type SOF{marker - 0xC0}")
             frame = _parse_sof(marker, body, pos + 2, max_width, max_height)
-        elif marker == 0xE0 and body[:5] == b"JFIF\0":
+        elif marker == 0xE0 and body[:5] == b"JFIF\0" and len(body) >= 14:
+            # libjpeg reads a JFIF marker only with its 14 bytes (jdmarker.c APP0_DATA_LEN).
             jfif = True
         elif marker == 0xEE and body[:5] == b"Adobe" and len(body) >= 12:
             adobe, adobe_transform = True, body[11]

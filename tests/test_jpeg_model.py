@@ -180,3 +180,14 @@ def test_malformed_corpus_never_decodes_silently_wrong():
         decoded.append(f.name)
         assert (pixels == reference(f.data, "fancy")).all(), f.name
     assert len(decoded) <= 4, decoded
+
+
+def test_fill_byte_before_a_stuffed_ff_is_data():
+    """``FF FF 00`` in a scan is a fill byte and a stuffed FF (libjpeg's fill_bit_buffer),
+    not a marker 00; the hardware's unstuffer reads it the same way."""
+    data = encode(photo("chelsea")[:48, :64], quality=95, subsampling=2)
+    start = data.index(b"\xff\xda")
+    k = data.index(b"\xff\x00", start + 14)
+    filled = data[:k] + b"\xff" + data[k:]
+    assert (decode(filled).pixels == decode(data).pixels).all()
+    assert (decode(filled).pixels == reference(filled, "fancy")).all()

@@ -34,18 +34,13 @@ from amaranth.lib.wiring import In, Out
 from .coefficient_buffer import DqtLayout
 from .frame import FrameLayout, ResultLayout
 from .huffman_decoder import DhtLayout, DoneLayout, MAX_COMPONENTS, ScanLayout
-from .status import JpegStatus as S
+from .status import FRAME_TYPE_STATUS, JpegStatus as S
 from .unstuff import ByteLayout
 
 __all__ = ["MarkerParser"]
 
-# Frame types other than SOF0/SOF1 (and SOF8 = JPG, which the model takes as a frame too).
-_SOF_KIND = {0xC2: S.UNSUPPORTED_PROGRESSIVE, 0xC3: S.UNSUPPORTED_LOSSLESS,
-             0xC5: S.UNSUPPORTED_HIERARCHICAL, 0xC6: S.UNSUPPORTED_HIERARCHICAL,
-             0xC7: S.UNSUPPORTED_HIERARCHICAL,
-             0xC9: S.UNSUPPORTED_ARITHMETIC, 0xCA: S.UNSUPPORTED_ARITHMETIC,
-             0xCB: S.UNSUPPORTED_ARITHMETIC, 0xCD: S.UNSUPPORTED_ARITHMETIC,
-             0xCE: S.UNSUPPORTED_ARITHMETIC, 0xCF: S.UNSUPPORTED_ARITHMETIC}
+# Frame types other than SOF0/SOF1, and their statuses.
+_SOF_KIND = FRAME_TYPE_STATUS
 
 # Table sub-parser states (DQT and DHT bodies).
 _T_HDR, _T_CNT, _T_DATA = 0, 1, 2
@@ -189,7 +184,7 @@ class MarkerParser(wiring.Component):
         def flag(code):
             m.d.sync += perr.eq(code)
 
-        premature = Mux(trailer, S.BAD_MARKER_LENGTH, S.TRUNCATED)
+        premature = S.TRUNCATED
 
         def table_data():
             m.d.sync += tleft.eq(tleft - 1)
@@ -486,7 +481,7 @@ class MarkerParser(wiring.Component):
                 with m.Elif(is_sos):
                     accept_scan()
                 with m.Else():
-                    with m.If((marker == 0xE0) & (blen >= 5) & app_match):
+                    with m.If((marker == 0xE0) & (blen >= 14) & app_match):
                         m.d.sync += jfif.eq(1)
                     with m.If((marker == 0xEE) & (blen >= 12) & app_match):
                         m.d.sync += [adobe.eq(1), adobe_t.eq(app_t)]

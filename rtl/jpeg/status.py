@@ -7,7 +7,7 @@ logs depend on the values.
 
 from enum import IntEnum
 
-__all__ = ["JpegStatus"]
+__all__ = ["JpegStatus", "FRAME_TYPE_STATUS"]
 
 
 class JpegStatus(IntEnum):
@@ -25,6 +25,7 @@ class JpegStatus(IntEnum):
     UNSUPPORTED_HIERARCHICAL = 0x18   # SOF5..SOF7, DHP, EXP
     UNSUPPORTED_COLORSPACE = 0x19     # 3 components that are not YCbCr (Adobe transform 0, "RGB" ids)
     TOO_LARGE = 0x1A                  # wider or taller than the generator's limits
+    UNSUPPORTED_EXTENSION = 0x1B      # JPG (FF C8): reserved for JPEG extensions
 
     # Malformed.
     NO_SOI = 0x20                     # does not start with FF D8
@@ -50,3 +51,15 @@ class JpegStatus(IntEnum):
     @property
     def malformed(self):
         return self >= 0x20
+
+
+#: The status of every frame marker FF C0..FF CF other than DHT (C4) and DAC (CC) that is not
+#: baseline/extended sequential (SOF0, SOF1): what libjpeg refuses, as the hardware names it.
+FRAME_TYPE_STATUS = {
+    0xC2: JpegStatus.UNSUPPORTED_PROGRESSIVE, 0xC3: JpegStatus.UNSUPPORTED_LOSSLESS,
+    0xC5: JpegStatus.UNSUPPORTED_HIERARCHICAL, 0xC6: JpegStatus.UNSUPPORTED_HIERARCHICAL,
+    0xC7: JpegStatus.UNSUPPORTED_HIERARCHICAL, 0xC8: JpegStatus.UNSUPPORTED_EXTENSION,
+    0xC9: JpegStatus.UNSUPPORTED_ARITHMETIC, 0xCA: JpegStatus.UNSUPPORTED_ARITHMETIC,
+    0xCB: JpegStatus.UNSUPPORTED_ARITHMETIC, 0xCD: JpegStatus.UNSUPPORTED_ARITHMETIC,
+    0xCE: JpegStatus.UNSUPPORTED_ARITHMETIC, 0xCF: JpegStatus.UNSUPPORTED_ARITHMETIC,
+}
