@@ -21,14 +21,14 @@ takes one block row per clock.  The writer stalls only when it would overwrite a
 reader still needs (it may run at most one MCU row ahead).
 """
 
-from amaranth import Module, Signal, Mux, Cat, Const, unsigned
+from amaranth import Module, Signal, Mux, Cat, Const, signed, unsigned
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .frame import FrameLayout
-from .ycc_rgb import ycc_to_rgb
+from .ycc_rgb import chroma_offsets, clamp_u8
 
 __all__ = ["Raster", "RasterFrameLayout", "PixelsLayout", "PIXELS_PER_BEAT"]
 
@@ -80,7 +80,8 @@ class Raster(wiring.Component):
         f = Signal(FrameLayout)
         fast = Signal()
         active = Signal()
-        gray = f.components == 1
+        gray = Signal()
+        m.d.comb += gray.eq(f.components == 1)
         hh = Signal(2)                  # luma blocks across / down per MCU (1 for grayscale)
         vv = Signal(2)
         nwords = Signal(11)             # luma words per line: ceil(width / 8)
@@ -89,15 +90,21 @@ class Raster(wiring.Component):
         hf = Signal()                   # horizontal fancy upsampling
         vf = Signal()                   # vertical fancy upsampling
         lpr = Signal(5)                 # output lines per MCU row: 8 or 16
-        m.d.comb += [
-            hh.eq(Mux(gray, 1, f.h)), vv.eq(Mux(gray, 1, f.v)),
-            nwords.eq((f.width + 7) >> 3),
-            cw.eq(Mux(hh == 2, (f.width + 1) >> 1, f.width)),
-            ch.eq(Mux(vv == 2, (f.height + 1) >> 1, f.height)),
-            hf.eq(~gray & (hh == 2) & ~fast & (cw > 2)),
-            vf.eq(~gray & (vv == 2) & ~fast & ~((hh == 2) & (cw <= 2))),
-            lpr.eq(Mux(vv == 2, 16, 8)),
-        ]
+        # Derived once per image, as the frame is taken, so no per-clock path starts at them.
+        nf = self.frame.payload.frame
+        n_gray = nf.components == 1
+        n_hh = Mux(n_gray, 1, nf.h)
+        n_vv = Mux(n_gray, 1, nf.v)
+        n_cw = Mux(n_hh == 2, (nf.width + 1) >> 1, nf.width)
+        n_fast = self.frame.payload.fast
+        with m.If(self.frame.valid & self.frame.ready):
+            m.d.sync += [
+                hh.eq(n_hh), vv.eq(n_vv), nwords.eq((nf.width + 7) >> 3), cw.eq(n_cw),
+                ch.eq(Mux(n_vv == 2, (nf.height + 1) >> 1, nf.height)),
+                hf.eq(~n_gray & (n_hh == 2) & ~n_fast & (n_cw > 2)),
+                vf.eq(~n_gray & (n_vv == 2) & ~n_fast & ~((n_hh == 2) & (n_cw <= 2))),
+                lpr.eq(Mux(n_vv == 2, 16, 8)),
+            ]
 
         rows_written = Signal(15)
         rows_read = Signal(15)
@@ -147,8 +154,9 @@ class Raster(wiring.Component):
         # ---- Reader: line by line, one 8-pixel group per 2 clocks ---------------------------
         fifo_depth = 8
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=_GroupLayout.size, depth=fifo_depth)
+        # Registered (it enables every stage): one clock late, so it leaves one more slot.
         advance = Signal()
-        m.d.comb += advance.eq(fifo.level <= fifo_depth - 5)
+        m.d.sync += advance.eq(fifo.level <= fifo_depth - 6)
 
         rk = Signal(15)                 # MCU row being read
         ry = Signal(5)                  # line within it
@@ -157,37 +165,45 @@ class Raster(wiring.Component):
         phase = Signal()                # 0: luma + near chroma, 1: far chroma
         slot3 = Signal(2)               # rk mod 3
         running = Signal()              # issuing the groups of a line
+        setup = Signal()                # the line's parameters are in their registers
         m.d.comb += reader_done.eq(gy == f.height)
 
-        r_line = Mux(vv == 2, ry >> 1, ry)[:3]      # chroma line within the MCU row
+        c_r_line = Mux(vv == 2, ry >> 1, ry)[:3]    # chroma line within the MCU row
         big_r = Mux(vv == 2, gy >> 1, gy)           # chroma line within the image
-        lower = ry[0] & (vv == 2)
+        c_lower = ry[0] & (vv == 2)
         slot_prev = Mux(slot3 == 0, 2, slot3 - 1)
         slot_next = Mux(slot3 == 2, 0, slot3 + 1)
+        c_far_slot = Signal(2)
+        c_far_line = Signal(3)
+        c_needs_next = Signal()
+        with m.If(~vf):
+            m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line)]
+        with m.Elif(~c_lower):
+            with m.If(c_r_line != 0):
+                m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line - 1)]
+            with m.Elif(rk != 0):
+                m.d.comb += [c_far_slot.eq(slot_prev), c_far_line.eq(7)]
+            with m.Else():
+                m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(0)]
+        with m.Else():
+            with m.If(big_r + 1 >= ch):
+                m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line)]
+            with m.Elif(c_r_line != 7):
+                m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line + 1)]
+            with m.Else():
+                m.d.comb += [c_far_slot.eq(slot_next), c_far_line.eq(0), c_needs_next.eq(1)]
+        # The line's parameters, registered in the clock before the line starts.
+        r_line = Signal(3)
+        lower = Signal()
         far_slot = Signal(2)
         far_line = Signal(3)
         needs_next = Signal()
-        with m.If(~vf):
-            m.d.comb += [far_slot.eq(slot3), far_line.eq(r_line)]
-        with m.Elif(~lower):
-            with m.If(r_line != 0):
-                m.d.comb += [far_slot.eq(slot3), far_line.eq(r_line - 1)]
-            with m.Elif(rk != 0):
-                m.d.comb += [far_slot.eq(slot_prev), far_line.eq(7)]
-            with m.Else():
-                m.d.comb += [far_slot.eq(slot3), far_line.eq(0)]
-        with m.Else():
-            with m.If(big_r + 1 >= ch):
-                m.d.comb += [far_slot.eq(slot3), far_line.eq(r_line)]
-            with m.Elif(r_line != 7):
-                m.d.comb += [far_slot.eq(slot3), far_line.eq(r_line + 1)]
-            with m.Else():
-                m.d.comb += [far_slot.eq(slot_next), far_line.eq(0), needs_next.eq(1)]
-        line_ready = (rows_written > rk) & (~needs_next | (rows_written > rk + 1))
+        last_line = Signal()
+        line_ready = Signal()
+        m.d.comb += line_ready.eq((rows_written > rk) & (~needs_next | (rows_written > rk + 1)))
 
         chroma_col = Mux(hh == 2, (rj + 1) >> 1, rj)[:cb_]
         last_group = rj + 1 == nwords
-        last_line = gy + 1 == f.height
         # The control token that travels with each memory read.
         Tok = data.StructLayout({"valid": 1, "phase": 1, "j": 11, "lower": 1, "count": 4,
                                  "last": 1})
@@ -208,10 +224,15 @@ class Raster(wiring.Component):
                 with m.If(phase):
                     m.d.sync += rj.eq(rj + 1)
                     with m.If(last_group):
-                        m.d.sync += [running.eq(0), rj.eq(0), gy.eq(gy + 1), ry.eq(ry + 1)]
+                        m.d.sync += [running.eq(0), setup.eq(0), rj.eq(0), gy.eq(gy + 1),
+                                     ry.eq(ry + 1)]
                         with m.If((ry + 1 == lpr) | last_line):
                             m.d.sync += [ry.eq(0), rk.eq(rk + 1), rows_read.eq(rk + 1),
                                          slot3.eq(slot_next)]
+            with m.Elif(active & ~reader_done & ~setup):
+                m.d.sync += [setup.eq(1), r_line.eq(c_r_line), lower.eq(c_lower),
+                             far_slot.eq(c_far_slot), far_line.eq(c_far_line),
+                             needs_next.eq(c_needs_next), last_line.eq(gy + 1 == f.height)]
             with m.Elif(active & ~reader_done & line_ready):
                 m.d.sync += [running.eq(1), phase.eq(0), rj.eq(0)]
 
@@ -291,19 +312,27 @@ class Raster(wiring.Component):
                         m.d.sync += up4[c][k].eq(Mux(vf, (base3[c][k] + bias_v) >> 2,
                                                      base3[c][k] >> 2)[:8])
 
-        # ---- S5: colour ---------------------------------------------------------------------
+        # ---- S5, S6: colour (products, then sums and clamps) ---------------------------------
         tok5 = Signal(Tok)
-        rgb5 = Signal(data.ArrayLayout(RgbLayout, _GROUP))
+        y5 = Signal(64)
+        offsets5 = [[Signal(signed(10), name=f"off5_{k}_{c}") for c in range(3)]
+                    for k in range(_GROUP)]
         with m.If(advance):
-            m.d.sync += tok5.eq(tok4)
-            for k, y in enumerate(_samples(y4)):
-                r, g, b = ycc_to_rgb(y, up4[0][k], up4[1][k])
-                m.d.sync += [rgb5[k][0].eq(Mux(gray, y, r)), rgb5[k][1].eq(Mux(gray, y, g)),
-                             rgb5[k][2].eq(Mux(gray, y, b))]
+            m.d.sync += [tok5.eq(tok4), y5.eq(y4)]
+            for k in range(_GROUP):
+                m.d.sync += [o.eq(v) for o, v in zip(offsets5[k],
+                                                       chroma_offsets(up4[0][k], up4[1][k]))]
+        tok6 = Signal(Tok)
+        rgb6 = Signal(data.ArrayLayout(RgbLayout, _GROUP))
+        with m.If(advance):
+            m.d.sync += tok6.eq(tok5)
+            for k, y in enumerate(_samples(y5)):
+                for c in range(3):
+                    m.d.sync += rgb6[k][c].eq(Mux(gray, y, clamp_u8(y + offsets5[k][c])))
         group_in = Signal(_GroupLayout)
-        m.d.comb += [group_in.rgb.eq(rgb5), group_in.count.eq(tok5.count),
-                     group_in.last.eq(tok5.last),
-                     fifo.w_data.eq(group_in), fifo.w_en.eq(advance & tok5.valid)]
+        m.d.comb += [group_in.rgb.eq(rgb6), group_in.count.eq(tok6.count),
+                     group_in.last.eq(tok6.last),
+                     fifo.w_data.eq(group_in), fifo.w_en.eq(advance & tok6.valid)]
 
         # ---- Output: each group as one or two beats of 4 ------------------------------------
         group_out = Signal(_GroupLayout)
@@ -326,9 +355,9 @@ class Raster(wiring.Component):
 
         # ---- Finished: every pixel has left -------------------------------------------------
         pipeline_empty = ~(tok0.valid | tok1.valid | tok2.valid | tok3.valid | tok4.valid
-                           | tok5.valid)
+                           | tok5.valid | tok6.valid)
         m.d.comb += out_idle.eq(pipeline_empty & ~fifo.r_rdy & (fifo.level == 0))
         with m.If(active & writer_done & reader_done & out_idle):
             m.d.sync += [active.eq(0), w_row.eq(0), rows_written.eq(0), rows_read.eq(0),
-                         w_slot3.eq(0), rk.eq(0), ry.eq(0), gy.eq(0), slot3.eq(0)]
+                         w_slot3.eq(0), rk.eq(0), ry.eq(0), gy.eq(0), slot3.eq(0), setup.eq(0)]
         return m
