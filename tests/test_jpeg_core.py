@@ -29,6 +29,14 @@ def test_bad_files_between_good_ones():
     assert m["files"] >= 80 and 0 < m["ok"] < m["files"]
 
 
+def test_fuzzed_files():
+    """300 truncated, bit-flipped and spliced files back to back: each gives the model's
+    status (and, where it decodes, the model's pixels); none hangs the core."""
+    m = _run(JpegCore(max_width=512), "jpeg_w512", corpus="fuzz", limit=300, seed=11,
+             ready_prob=0.8)
+    assert m["files"] == 300 and m["ok"] > 20
+
+
 def test_wide_input():
     m = _run(JpegCore(max_width=512, input_bytes=4), "jpeg_w512_b4", corpus="quick", limit=20,
              modes=["fancy"], valid_prob=0.8)

@@ -28,7 +28,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .frame import FrameLayout
-from .ycc_rgb import chroma_offsets, clamp_u8
+from .ycc_rgb import PARTIAL_SHAPE, chroma_offsets, chroma_partials, clamp_u8
 
 __all__ = ["Raster", "RasterFrameLayout", "PixelsLayout", "PIXELS_PER_BEAT"]
 
@@ -152,11 +152,11 @@ class Raster(wiring.Component):
                                      w_slot3.eq(Mux(w_slot3 == 2, 0, w_slot3 + 1))]
 
         # ---- Reader: line by line, one 8-pixel group per 2 clocks ---------------------------
-        fifo_depth = 8
+        fifo_depth = 10
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=_GroupLayout.size, depth=fifo_depth)
         # Registered (it enables every stage): one clock late, so it leaves one more slot.
         advance = Signal()
-        m.d.sync += advance.eq(fifo.level <= fifo_depth - 6)
+        m.d.sync += advance.eq(fifo.level <= fifo_depth - 7)
 
         rk = Signal(15)                 # MCU row being read
         ry = Signal(5)                  # line within it
@@ -312,27 +312,35 @@ class Raster(wiring.Component):
                         m.d.sync += up4[c][k].eq(Mux(vf, (base3[c][k] + bias_v) >> 2,
                                                      base3[c][k] >> 2)[:8])
 
-        # ---- S5, S6: colour (products, then sums and clamps) ---------------------------------
+        # ---- S5, S6, S7: colour (partial products, offsets, sums and clamps) -----------------
         tok5 = Signal(Tok)
         y5 = Signal(64)
-        offsets5 = [[Signal(signed(10), name=f"off5_{k}_{c}") for c in range(3)]
-                    for k in range(_GROUP)]
+        parts5 = [[Signal(PARTIAL_SHAPE, name=f"part5_{k}_{n}") for n in range(8)]
+                  for k in range(_GROUP)]
         with m.If(advance):
             m.d.sync += [tok5.eq(tok4), y5.eq(y4)]
             for k in range(_GROUP):
-                m.d.sync += [o.eq(v) for o, v in zip(offsets5[k],
-                                                       chroma_offsets(up4[0][k], up4[1][k]))]
+                m.d.sync += [p.eq(v) for p, v in zip(parts5[k],
+                                                       chroma_partials(up4[0][k], up4[1][k]))]
         tok6 = Signal(Tok)
-        rgb6 = Signal(data.ArrayLayout(RgbLayout, _GROUP))
+        y6 = Signal(64)
+        offsets6 = [[Signal(signed(10), name=f"off6_{k}_{c}") for c in range(3)]
+                    for k in range(_GROUP)]
         with m.If(advance):
-            m.d.sync += tok6.eq(tok5)
-            for k, y in enumerate(_samples(y5)):
+            m.d.sync += [tok6.eq(tok5), y6.eq(y5)]
+            for k in range(_GROUP):
+                m.d.sync += [o.eq(v) for o, v in zip(offsets6[k], chroma_offsets(parts5[k]))]
+        tok7 = Signal(Tok)
+        rgb7 = Signal(data.ArrayLayout(RgbLayout, _GROUP))
+        with m.If(advance):
+            m.d.sync += tok7.eq(tok6)
+            for k, y in enumerate(_samples(y6)):
                 for c in range(3):
-                    m.d.sync += rgb6[k][c].eq(Mux(gray, y, clamp_u8(y + offsets5[k][c])))
+                    m.d.sync += rgb7[k][c].eq(Mux(gray, y, clamp_u8(y + offsets6[k][c])))
         group_in = Signal(_GroupLayout)
-        m.d.comb += [group_in.rgb.eq(rgb6), group_in.count.eq(tok6.count),
-                     group_in.last.eq(tok6.last),
-                     fifo.w_data.eq(group_in), fifo.w_en.eq(advance & tok6.valid)]
+        m.d.comb += [group_in.rgb.eq(rgb7), group_in.count.eq(tok7.count),
+                     group_in.last.eq(tok7.last),
+                     fifo.w_data.eq(group_in), fifo.w_en.eq(advance & tok7.valid)]
 
         # ---- Output: each group as one or two beats of 4 ------------------------------------
         group_out = Signal(_GroupLayout)
@@ -355,7 +363,7 @@ class Raster(wiring.Component):
 
         # ---- Finished: every pixel has left -------------------------------------------------
         pipeline_empty = ~(tok0.valid | tok1.valid | tok2.valid | tok3.valid | tok4.valid
-                           | tok5.valid | tok6.valid)
+                           | tok5.valid | tok6.valid | tok7.valid)
         m.d.comb += out_idle.eq(pipeline_empty & ~fifo.r_rdy & (fifo.level == 0))
         with m.If(active & writer_done & reader_done & out_idle):
             m.d.sync += [active.eq(0), w_row.eq(0), rows_written.eq(0), rows_read.eq(0),
