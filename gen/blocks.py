@@ -150,8 +150,9 @@ def _jpeg_block():
                         "libjpeg-turbo (islow IDCT; fancy or fast upsampling per image)",
             "packets": "dlforge.rtl.jpeg.packets",
             "status_codes": "dlforge.rtl.jpeg.status.JpegStatus",
-            "cores": len(c.cores), "dispatch": "round-robin by file; output in submission "
-                                              "order, each packet tagged",
+            "cores": len(c.cores), "dispatch": "input beats routed by dest to per-core FIFOs "
+                                              "(files may interleave); output packets whole, "
+                                              "in completion order, tagged",
             "max_width": c.max_width, "max_height": c.max_height,
             "input_bytes_per_beat": c.input_bytes, "tag_bits": c.tag_bits,
             "output_pixels_per_beat": PIXELS_PER_BEAT,
@@ -160,7 +161,8 @@ def _jpeg_block():
     def tb_params(c, blocks=None, seed=7):
         return {"corpus": "quick", "limit": blocks or 1000, "seed": seed, "ready_prob": 0.8,
                 "modes": ["fancy", "fast"], "input_bytes": c.input_bytes,
-                "tag_bits": c.tag_bits, "max_width": c.max_width, "max_height": c.max_height}
+                "tag_bits": c.tag_bits, "max_width": c.max_width, "max_height": c.max_height,
+                "cores": len(c.cores)}
 
     return Block(
         name="jpeg",

@@ -2,14 +2,16 @@
 
 Parameters (``DLFORGE_TB_PARAMS``):
   files       list of JPEG paths to decode (else ``corpus``)
-  corpus      quick | full | photos | unsupported | malformed | mixed | fuzz
+  corpus      quick | full | photos | crops | unsupported | malformed | mixed | fuzz
   limit       at most this many files
   modes       list of "fancy" / "fast": every file is decoded in each
+  repeat      send every file this many times in a row (a balanced batch for several cores)
   check       compare with the golden model (status, size, pixels); default true
   ready_prob  probability the output is ready in a clock (random back-pressure)
   valid_prob  probability an input beat is offered in a clock
   out         folder for per-file results (results.json and <index>.npy), used by the CLI
-  input_bytes, tag_bits, max_width, max_height: the core's generator parameters
+  cores, input_bytes, tag_bits, max_width, max_height: the decoder's generator parameters
+  chunk       beats per core and turn when several cores' files are interleaved
 Metrics: per file pixels/clock and cycles/symbol from the core's own counters, and medians.
 """
 
@@ -44,6 +46,8 @@ def _jobs():
             corpus = jpeg_corpus.unsupported_corpus()
         elif kind == "malformed":
             corpus = jpeg_corpus.malformed_corpus()
+        elif kind == "crops":
+            corpus = [f for f in jpeg_corpus.baseline_corpus("full") if "160x120" in f.name]
         elif kind == "fuzz":
             corpus = jpeg_fuzz.fuzz_corpus(int(PARAMS.get("limit", 300)),
                                            seed=int(PARAMS.get("seed", 7)))
@@ -57,6 +61,7 @@ def _jobs():
     # A packet has at least one beat: the host answers an empty file itself.
     files = [(name, data) for name, data in files if data]
     files = files[:int(PARAMS.get("limit", len(files)))]
+    files = [f for f in files for _ in range(int(PARAMS.get("repeat", 1)))]
     modes = PARAMS.get("modes", ["fancy"])
     return [(name, data, mode) for name, data in files for mode in modes]
 
@@ -89,6 +94,7 @@ async def decode_files(dut):
     valid_prob = float(PARAMS.get("valid_prob", 1.0))
     input_bytes = int(PARAMS.get("input_bytes", 1))
     tag_bits = int(PARAMS.get("tag_bits", 8))
+    cores = int(PARAMS.get("cores", 1))
     check = PARAMS.get("check", True)
     jobs = _jobs()
     kind_shift = output_layout(tag_bits)["kind"].offset
@@ -96,10 +102,22 @@ async def decode_files(dut):
     beats_out = []
     done = {"images": 0}
 
+    # File n goes to core n mod cores; with several cores the beats of the cores' queues are
+    # interleaved in chunks, as a link that keeps every core fed would send them.
+    queues = [[] for _ in range(cores)]
+    for n, (_, data, mode) in enumerate(jobs):
+        queues[n % cores] += input_beats(data, tag=n % (1 << tag_bits), fast=mode == "fast",
+                                         input_bytes=input_bytes, tag_bits=tag_bits,
+                                         cores=cores, dest=n % cores)
+    chunk = int(PARAMS.get("chunk", 16))
+    stream_beats = []
+    while any(queues):
+        for q in queues:
+            stream_beats += q[:chunk]
+            del q[:chunk]
+
     async def feed():
-        for n, (_, data, mode) in enumerate(jobs):
-            for beat in input_beats(data, tag=n % (1 << tag_bits), fast=mode == "fast",
-                                    input_bytes=input_bytes, tag_bits=tag_bits):
+        for beat in stream_beats:
                 while valid_prob < 1 and rng.random() >= valid_prob:
                     dut.i__valid.value = 0
                     await FallingEdge(dut.clk)
@@ -135,14 +153,24 @@ async def decode_files(dut):
             if (value >> kind_shift) & 3 == OutputKind.TRAILER:
                 done["images"] += 1
         clocks += 1
-        assert clocks < budget, (f"{done['images']} of {len(jobs)} files finished after "
-                                 f"{clocks} clocks: the core hangs")
+        if clocks >= budget:
+            finished = sorted(image.tag for image in parse_output(
+                beats_out[:max(k for k, b in enumerate(beats_out)
+                               if (b >> kind_shift) & 3 == OutputKind.TRAILER) + 1]
+                if done["images"] else [], tag_bits))
+            raise AssertionError(f"{done['images']} of {len(jobs)} files finished after "
+                                 f"{clocks} clocks (tags {finished}): the core hangs")
     await FallingEdge(dut.clk)
     dut.o__ready.value = 0
     feeder.cancel()
 
     images = parse_output(beats_out, tag_bits)
     assert len(images) == len(jobs)
+    if cores > 1:
+        # Several cores finish in their own order; the tags put the results back in order
+        # (a window of at most 2^tag_bits files in flight).
+        assert len(jobs) <= 1 << tag_bits
+        images.sort(key=lambda image: image.tag)
     rows, failures = [], []
     out_dir = Path(PARAMS["out"]) if PARAMS.get("out") else None
     for n, ((name, data, mode), image) in enumerate(zip(jobs, images)):
@@ -171,8 +199,11 @@ async def decode_files(dut):
     for row in rows:
         if "pixels_per_clock" in row:
             rates.setdefault(row["layout"], []).append(row["pixels_per_clock"])
+    pixels = sum(row["width"] * row["height"] for row in rows if row["status"] == "OK")
     Path("metrics.json").write_text(json.dumps({
         "files": len(rows),
+        "clocks": clocks,
+        "aggregate_pixels_per_clock": pixels / clocks,
         "ok": sum(row["status"] == "OK" for row in rows),
         "pixels_per_clock_median": {k: statistics.median(v) for k, v in rates.items()},
         "pixels_per_clock_min": {k: min(v) for k, v in rates.items()},

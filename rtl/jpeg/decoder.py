@@ -1,14 +1,22 @@
-"""``cores`` decoder cores behind one input and one output: files dealt round-robin.
+"""``cores`` decoder cores behind one input and one output.
 
-File n goes to core n mod cores; the output is collected in the same order, a whole packet
-from each core in turn, so results leave in submission order (and carry their tags).  While
-one core decodes, the next files are already on their way to the others, so a batch of
-similar files runs ``cores`` times as fast as one core.  A single file larger than the rest
-holds back only the output order, not the other cores' decoding (they finish and wait).
+Input beats name their core (``dest``); each core has a small input FIFO, so the sender can
+interleave chunks of several files (one per core) and keep every core busy while the link
+carries more bytes per clock than one core consumes.  A core decodes a file at its own pace
+(about a third of a byte per clock inside a scan), so without interleaving the link would wait
+for each file in turn and nothing would run in parallel.
+
+Output beats of different cores interleave (round-robin among the cores that have one), each
+beat carrying its file's tag (AXI-Stream's TID): the host sorts beats into images by tag and
+puts images back in submission order by tag.  Holding whole packets back instead (submission
+order, or one packet at a time) could deadlock an interleaved input: a core whose output
+waits stops reading its input, its FIFO fills, and the beats another core still needs are
+stuck behind it on the link.
 """
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring, stream
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .core import JpegCore
@@ -18,7 +26,8 @@ __all__ = ["JpegDecoder"]
 
 
 class JpegDecoder(wiring.Component):
-    def __init__(self, cores=1, max_width=4096, max_height=65535, input_bytes=1, tag_bits=8):
+    def __init__(self, cores=1, max_width=4096, max_height=65535, input_bytes=1, tag_bits=8,
+                 input_fifo_depth=64):
         if cores < 1:
             self._MustUse__silence = True
             raise ValueError(f"cores must be at least 1, not {cores}")
@@ -26,10 +35,11 @@ class JpegDecoder(wiring.Component):
                       for _ in range(cores)]
         self.max_width, self.max_height = max_width, max_height
         self.input_bytes, self.tag_bits = input_bytes, tag_bits
+        self.input_fifo_depth = input_fifo_depth
         super().__init__({
-            "i": In(stream.Signature(input_layout(input_bytes, tag_bits))),
+            "i": In(stream.Signature(input_layout(input_bytes, tag_bits, cores))),
             "o": Out(stream.Signature(output_layout(tag_bits))),
-            "busy": Out(len(self.cores)),
+            "busy": Out(cores),
             "images": Out(32),
             "errors": Out(32),
         })
@@ -47,27 +57,36 @@ class JpegDecoder(wiring.Component):
                          self.errors.eq(core.errors)]
             return m
 
-        send = Signal(range(n))             # the core the current input file goes to
-        take = Signal(range(n))             # the core whose output packet is next
+        core_layout = input_layout(self.input_bytes, self.tag_bits)
+        after = Signal(range(n))            # round-robin: the core after the last one served
         for k, core in enumerate(self.cores):
-            m.d.comb += [core.i.payload.eq(self.i.payload),
-                         core.i.valid.eq(self.i.valid & (send == k)),
+            fifo = SyncFIFOBuffered(width=core_layout.size, depth=self.input_fifo_depth)
+            m.submodules[f"fifo{k}"] = fifo
+            beat = core_layout(fifo.w_data)
+            for name, _ in core_layout:
+                m.d.comb += beat[name].eq(self.i.payload[name])
+            # A dest beyond the last core goes to the last core rather than nowhere.
+            chosen = (self.i.payload.dest == k) if k < n - 1 else (self.i.payload.dest >= k)
+            m.d.comb += [fifo.w_en.eq(self.i.valid & chosen),
+                         core.i.payload.eq(fifo.r_data), core.i.valid.eq(fifo.r_rdy),
+                         fifo.r_en.eq(core.i.ready),
                          self.busy[k].eq(core.busy)]
-            with m.If(send == k):
-                m.d.comb += self.i.ready.eq(core.i.ready)
-            with m.If(take == k):
-                m.d.comb += [self.o.payload.eq(core.o.payload), self.o.valid.eq(core.o.valid),
-                             core.o.ready.eq(self.o.ready)]
-        with m.If(self.i.valid & self.i.ready & self.i.payload.last):
-            with m.If(send == n - 1):
-                m.d.sync += send.eq(0)
-            with m.Else():
-                m.d.sync += send.eq(send + 1)
-        with m.If(self.o.valid & self.o.ready & self.o.payload.last):
-            with m.If(take == n - 1):
-                m.d.sync += take.eq(0)
-            with m.Else():
-                m.d.sync += take.eq(take + 1)
+            with m.If(chosen):
+                m.d.comb += self.i.ready.eq(fifo.w_rdy)
+        pending = Signal(n)
+        chosen = Signal(range(n))
+        m.d.comb += pending.eq(Cat(core.o.valid for core in self.cores))
+        for offset in reversed(range(n)):       # the first pending core from `after` wins
+            candidate = Signal(range(n), name=f"candidate{offset}")
+            m.d.comb += candidate.eq(Mux(after + offset >= n, after + offset - n, after + offset))
+            with m.If(pending.bit_select(candidate, 1)):
+                m.d.comb += chosen.eq(candidate)
+        for k, core in enumerate(self.cores):
+            with m.If(chosen == k):
+                m.d.comb += [self.o.payload.eq(core.o.payload), core.o.ready.eq(self.o.ready)]
+        m.d.comb += self.o.valid.eq(pending.any())
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += after.eq(Mux(chosen == n - 1, 0, chosen + 1))
         m.d.comb += [self.images.eq(sum(c.images for c in self.cores)),
                      self.errors.eq(sum(c.errors for c in self.cores))]
         return m

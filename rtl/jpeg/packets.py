@@ -2,9 +2,12 @@
 
 In: one JPEG file per packet, ``input_bytes`` bytes a beat (lowest byte first; ``keep`` says
 how many bytes of the beat are real, 1..input_bytes), ``last`` on its final beat.  ``tag`` and
-``fast`` (fast upsampling) are taken from the packet's first beat.
+``fast`` (fast upsampling) are taken from the packet's first beat.  With several cores each
+beat also names its core (``dest``, AXI-Stream's TDEST): packets for different cores may
+interleave beat by beat, so a slow file on one core does not hold up the link for the others.
 
-Out: one packet per file, every beat carrying the file's tag:
+Out: one packet per file, every beat carrying the file's tag (with several cores, beats of
+different files interleave; the tag says which file a beat belongs to):
 ``HEADER`` (width, height, sampling), then ``PIXELS`` beats (up to 4 RGB pixels each, raster
 order), then ``TRAILER`` (status, the core's cycle count for the file, Huffman symbols decoded)
 with ``last``.  A file that fails before its scan has no pixel beats and a zero-size header; a
@@ -21,7 +24,8 @@ from amaranth.lib import data
 from .raster import PIXELS_PER_BEAT
 from .status import JpegStatus
 
-__all__ = ["OutputKind", "HeaderLayout", "TrailerLayout", "input_layout", "output_layout",
+__all__ = ["OutputKind", "HeaderLayout", "TrailerLayout", "dest_bits", "input_layout",
+           "output_layout",
            "input_beats", "DecodedImage", "parse_output"]
 
 DATA_BITS = 24 * PIXELS_PER_BEAT
@@ -41,11 +45,17 @@ TrailerLayout = data.StructLayout({
 })
 
 
-def input_layout(input_bytes=1, tag_bits=8):
-    return data.StructLayout({
-        "data": 8 * input_bytes, "keep": input_bytes.bit_length(),
-        "last": 1, "fast": 1, "tag": tag_bits,
-    })
+def dest_bits(cores):
+    """Width of the ``dest`` field that picks a core (none for a single core)."""
+    return (cores - 1).bit_length()
+
+
+def input_layout(input_bytes=1, tag_bits=8, cores=1):
+    fields = {"data": 8 * input_bytes, "keep": input_bytes.bit_length(),
+              "last": 1, "fast": 1, "tag": tag_bits}
+    if cores > 1:
+        fields["dest"] = dest_bits(cores)
+    return data.StructLayout(fields)
 
 
 def output_layout(tag_bits=8):
@@ -54,15 +64,17 @@ def output_layout(tag_bits=8):
     })
 
 
-def input_beats(file_bytes, tag=0, fast=False, input_bytes=1, tag_bits=8):
-    """One file as the integers a simulator drives onto the core's ``i.payload``."""
-    layout = input_layout(input_bytes, tag_bits)
+def input_beats(file_bytes, tag=0, fast=False, input_bytes=1, tag_bits=8, cores=1, dest=0):
+    """One file as the integers a simulator drives onto the decoder's ``i.payload``."""
+    layout = input_layout(input_bytes, tag_bits, cores)
     beats = []
     chunks = [file_bytes[k:k + input_bytes] for k in range(0, len(file_bytes), input_bytes)]
     for n, chunk in enumerate(chunks):
         fields = {"data": int.from_bytes(chunk, "little"), "last": n == len(chunks) - 1,
                   "fast": bool(fast), "tag": tag}
         fields["keep"] = len(chunk)
+        if cores > 1:
+            fields["dest"] = dest
         beats.append(layout.const(fields).as_value().value)
     return beats
 
@@ -88,32 +100,33 @@ def _fields(layout, value):
 
 
 def parse_output(beats, tag_bits=8):
-    """Output beats (integers) -> [DecodedImage]; raises ValueError on a malformed sequence."""
+    """Output beats (integers) -> [DecodedImage] in the order their trailers came; beats of
+    images with different tags may interleave (several cores).  Raises ValueError on a
+    malformed sequence."""
     layout = output_layout(tag_bits)
-    images, current, pixels = [], None, []
+    images, open_images = [], {}
     for value in beats:
         beat = _fields(layout, value)
         kind = OutputKind(beat["kind"])
+        tag = beat["tag"]
         if kind == OutputKind.HEADER:
-            if current is not None:
-                raise ValueError("a header inside an image")
-            current = _fields(HeaderLayout, beat["data"])
-            current["tag"] = beat["tag"]
-            pixels = []
-        elif current is None:
-            raise ValueError(f"a {kind.name} beat outside an image")
+            if tag in open_images:
+                raise ValueError(f"a header inside image {tag}")
+            open_images[tag] = (_fields(HeaderLayout, beat["data"]), [])
+        elif tag not in open_images:
+            raise ValueError(f"a {kind.name} beat outside an image (tag {tag})")
         elif kind == OutputKind.PIXELS:
             rgb = beat["data"].to_bytes(DATA_BITS // 8, "little")
-            pixels.append(np.frombuffer(rgb[:3 * beat["count"]], dtype=np.uint8))
+            open_images[tag][1].append(np.frombuffer(rgb[:3 * beat["count"]], dtype=np.uint8))
         else:
+            header, pixels = open_images.pop(tag)
             trailer = _fields(TrailerLayout, beat["data"])
             flat = (np.concatenate(pixels) if pixels else np.zeros(0, np.uint8)).reshape(-1, 3)
-            w, h = current["width"], current["height"]
+            w, h = header["width"], header["height"]
             if len(flat) == w * h:
                 flat = flat.reshape(h, w, 3)
-            images.append(DecodedImage(current["tag"], w, h, JpegStatus(trailer["status"]),
+            images.append(DecodedImage(tag, w, h, JpegStatus(trailer["status"]),
                                        trailer["cycles"], trailer["symbols"], flat))
-            current = None
-    if current is not None:
-        raise ValueError("the output ends inside an image")
+    if open_images:
+        raise ValueError(f"the output ends inside image(s) {sorted(open_images)}")
     return images
