@@ -84,3 +84,31 @@ def test_bench_entropy_on_two_photos():
     report = json.loads(result.stdout)
     assert report["files"] == 2 and report["testbench_params"]["corpus"] == "photos"
     assert report["symbols_per_clock_min"] > 0.99
+
+
+def test_decode_json_and_npy(tmp_path):
+    """`dlforge decode`: one .npy per decoded file, JSON with every file, exit 1 on an error."""
+    import numpy as np
+    from dlforge.sim import jpeg_corpus
+    good = [f for f in jpeg_corpus.baseline_corpus("quick") if f.name.startswith("420-31x33")][0]
+    bad = [f for f in jpeg_corpus.malformed_corpus()
+           if f.name == "huffman_mismatch-huffman-swapped-optimised"][0]
+    paths = []
+    for f in (good, bad):
+        paths.append(tmp_path / f"{f.name}.jpg")
+        paths[-1].write_bytes(f.data)
+    out = tmp_path / "out"
+    result = subprocess.run([*DLFORGE, "decode", "--json", "--max-width", "512", "--out", str(out),
+                             *map(str, paths)], capture_output=True, text=True)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    first, second = report["files"]
+    assert (first["status"], first["width"], first["height"]) == ("ok", 31, 33)
+    assert first["cycles"] > 0 and first["error"] is None
+    assert second["status"] == "error" and second["error"].startswith("BAD_HUFFMAN_CODE")
+    pixels = np.load(out / f"{good.name}.npy")
+    assert pixels.shape == (33, 31, 3) and pixels.dtype == np.uint8
+    assert not (out / f"{bad.name}.npy").exists()
+    cpu = subprocess.run([*DLFORGE, "decode", "--device", "cpu", str(paths[0])],
+                         capture_output=True, text=True)
+    assert cpu.returncode == 0 and "ok" in cpu.stdout
