@@ -97,6 +97,15 @@ def cmd_bench(args):
     tb = block.tb_params(component) | overrides
     if args.corpus:
         tb["corpus"] = args.corpus
+    if args.files:
+        from pathlib import Path
+        if "corpus" not in tb:
+            raise ValueError(f"{block.name} does not take files")
+        missing = [f for f in args.files if not Path(f).is_file()]
+        if missing:
+            raise ValueError(f"no such file: {missing[0]}")
+        tb.pop("corpus")
+        tb["files"] = [str(Path(f).resolve()) for f in args.files]
     if args.limit:
         tb["limit"] = args.limit
     sim = args.sim or default_simulator()
@@ -181,6 +190,8 @@ def build_parser():
 
     bench = sub.add_parser("bench", help="measure a block's speed in simulation (JSON)")
     bench.add_argument("block", choices=BLOCKS())
+    bench.add_argument("files", nargs="*", metavar="FILE",
+                       help="JPEG files to measure (decoder blocks; default: --corpus)")
     bench.add_argument("--sim", choices=("verilator", "icarus"), default=None)
     bench.add_argument("--corpus", choices=("quick", "full", "photos"), default=None,
                        help="JPEG corpus for decoder blocks")

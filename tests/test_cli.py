@@ -112,3 +112,21 @@ def test_decode_json_and_npy(tmp_path):
     cpu = subprocess.run([*DLFORGE, "decode", "--device", "cpu", str(paths[0])],
                          capture_output=True, text=True)
     assert cpu.returncode == 0 and "ok" in cpu.stdout
+
+
+def test_bench_jpeg_on_files(tmp_path):
+    """`dlforge bench jpeg FILE...`: per-file pixels/clock and cycles/symbol, medians per
+    layout, and the configuration, as JSON."""
+    from dlforge.sim import jpeg_corpus
+    paths = []
+    for f in [f for f in jpeg_corpus.baseline_corpus("quick") if "100x75" in f.name][:2]:
+        paths.append(tmp_path / f"{f.name}.jpg")
+        paths[-1].write_bytes(f.data)
+    result = subprocess.run([*DLFORGE, "bench", "jpeg", "--max-width", "512", *map(str, paths)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["parameters"]["max_width"] == 512 and report["files"] == 2
+    assert set(report["pixels_per_clock_median"]) == {"420", "444"}
+    for row in report["per_file"]:
+        assert row["pixels_per_clock"] > 0.5 and row["cycles_per_symbol"] >= 1
