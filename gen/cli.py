@@ -225,7 +225,15 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse stops filling a trailing positional list at the first option, so files given
+    # after options (`bench jpeg --max-width 512 a.jpg`) come back as extras.
+    if extra and getattr(args, "files", None) is not None and not any(
+            e.startswith("-") for e in extra):
+        args.files = list(args.files) + extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except (ValueError, KeyError, RuntimeError) as exc:
