@@ -2,7 +2,7 @@
 
 Parameters (``DLFORGE_TB_PARAMS``):
   files       list of JPEG paths to decode (else ``corpus``)
-  corpus      quick | full | photos | crops | unsupported | malformed | mixed | fuzz
+  corpus      quick | full | photos | crops | shipped | unsupported | malformed | mixed | fuzz
   limit       at most this many files
   modes       list of "fancy" / "fast": every file is decoded in each
   repeat      send every file this many times in a row (a balanced batch for several cores)
@@ -46,6 +46,9 @@ def _jobs():
             corpus = jpeg_corpus.unsupported_corpus()
         elif kind == "malformed":
             corpus = jpeg_corpus.malformed_corpus()
+        elif kind == "shipped":
+            corpus = [jpeg_corpus.CorpusFile(name, data)
+                      for name, data in jpeg_corpus.shipped_jpegs()]
         elif kind == "crops":
             corpus = [f for f in jpeg_corpus.baseline_corpus("full") if "160x120" in f.name]
         elif kind == "fuzz":

@@ -44,6 +44,13 @@ def test_fuzzed_files():
     assert m["files"] == 300 and m["ok"] > 20
 
 
+@pytest.mark.slow
+def test_scikit_image_real_jpeg_files():
+    """rocket.jpg, retina.jpg (1411x1411) and hubble_deep_field.jpg as shipped, both modes."""
+    m = _run({"max_width": 1536}, corpus="shipped", modes=["fancy", "fast"], ready_prob=0.9)
+    assert m["ok"] == m["files"] == 6
+
+
 def test_wide_input():
     m = _run({"max_width": 512, "input_bytes": 4}, corpus="quick", limit=20,
              modes=["fancy"], valid_prob=0.8)
