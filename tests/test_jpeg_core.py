@@ -46,9 +46,10 @@ def test_fuzzed_files():
 
 @pytest.mark.slow
 def test_scikit_image_real_jpeg_files():
-    """rocket.jpg, retina.jpg (1411x1411) and hubble_deep_field.jpg as shipped, both modes."""
-    m = _run({"max_width": 1536}, corpus="shipped", modes=["fancy", "fast"], ready_prob=0.9)
-    assert m["ok"] == m["files"] == 6
+    """rocket.jpg, retina.jpg (1411x1411) and hubble_deep_field.jpg as shipped (about 5
+    minutes; `make demo` decodes them too)."""
+    m = _run({"max_width": 1536}, corpus="shipped")
+    assert m["ok"] == m["files"] == 3
 
 
 def test_wide_input():

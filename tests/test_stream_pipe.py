@@ -48,7 +48,24 @@ def test_narrow_equal_widths_is_a_wire():
     assert "sync" not in fragment.domains and not fragment.subfragments
 
 
-@pytest.mark.parametrize("width", [1, 4])
+def test_bytes_out_of_one_byte_is_a_wire():
+    from amaranth.sim import Simulator
+    from dlforge.rtl.stream_pipe import BytesOut
+    dut = BytesOut(1)
+
+    async def bench(ctx):
+        ctx.set(dut.i.payload, {"data": 0xA5, "keep": 1, "last": 1})
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.o.ready, 1)
+        assert (ctx.get(dut.o.valid), ctx.get(dut.i.ready)) == (1, 1)
+        assert (ctx.get(dut.o.payload.byte), ctx.get(dut.o.payload.last)) == (0xA5, 1)
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("width", [2, 4])
 def test_bytes_out_keeps_every_real_byte(width):
     import random
     from dlforge.rtl.stream_pipe import BytesOut
