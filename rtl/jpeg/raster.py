@@ -270,7 +270,8 @@ class Raster(wiring.Component):
                 for c in range(2):
                     near = _samples(near2[c])
                     far = _samples(far2[c])
-                    new = [Mux(vf, 3 * near[k] + far[k], near[k] << 2)[:10] for k in range(8)]
+                    new = [Mux(vf, (near[k] << 1) + near[k] + far[k], near[k] << 2)[:10]
+                           for k in range(8)]          # shifts and adds: no multiplier
                     with m.If(hh == 1):
                         m.d.sync += [base3[c][k].eq(new[k]) for k in range(8)]
                     with m.Elif(j2 == 0):
@@ -302,8 +303,9 @@ class Raster(wiring.Component):
                     i = Cat(Const(p, 2), tok3.j)                  # chroma column
                     lft = Mux(i == 0, q[p], left3[c] if p == 0 else q[p - 1])
                     rgt = Mux(i + 1 >= cw, q[p], right3[c] if p == 3 else q[p + 1])
-                    even = ((3 * q[p] + lft + bias_even) >> 4)[:8]
-                    odd = ((3 * q[p] + rgt + bias_odd) >> 4)[:8]
+                    triple = (q[p] << 1) + q[p]                   # not a multiplier
+                    even = ((triple + lft + bias_even) >> 4)[:8]
+                    odd = ((triple + rgt + bias_odd) >> 4)[:8]
                     with m.If(hh == 2):
                         m.d.sync += [up4[c][2 * p].eq(Mux(hf, even, (q[p] >> 2)[:8])),
                                      up4[c][2 * p + 1].eq(Mux(hf, odd, (q[p] >> 2)[:8]))]
