@@ -81,12 +81,18 @@ class JpegDecoder(wiring.Component):
             m.d.comb += candidate.eq(Mux(after + offset >= n, after + offset - n, after + offset))
             with m.If(pending.bit_select(candidate, 1)):
                 m.d.comb += chosen.eq(candidate)
+        # A beat offered and not yet taken stays offered: the choice holds until it is taken.
+        held = Signal()
+        held_core = Signal(range(n))
+        serving = Signal(range(n))
+        m.d.comb += serving.eq(Mux(held, held_core, chosen))
+        m.d.sync += [held.eq(self.o.valid & ~self.o.ready), held_core.eq(serving)]
         for k, core in enumerate(self.cores):
-            with m.If(chosen == k):
+            with m.If(serving == k):
                 m.d.comb += [self.o.payload.eq(core.o.payload), core.o.ready.eq(self.o.ready)]
         m.d.comb += self.o.valid.eq(pending.any())
         with m.If(self.o.valid & self.o.ready):
-            m.d.sync += after.eq(Mux(chosen == n - 1, 0, chosen + 1))
+            m.d.sync += after.eq(Mux(serving == n - 1, 0, serving + 1))
         m.d.comb += [self.images.eq(sum(c.images for c in self.cores)),
                      self.errors.eq(sum(c.errors for c in self.cores))]
         return m
