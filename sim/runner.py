@@ -8,6 +8,7 @@ test folder so runs may proceed in parallel on the same build.
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,10 +163,21 @@ def _icarus_time_zero(text):
     """Make combinational processes run at time zero under Icarus.
 
     Icarus 11 starts ``always @*`` blocks waiting for a change, so a combinational signal
-    whose inputs keep their initial values stays X forever (Verilator and synthesis evaluate it).
-    ``always_comb`` is the same logic with SystemVerilog's run-once-at-time-zero rule.
+    whose inputs keep their initial values would stay X forever (Verilator and synthesis
+    evaluate it).  Yosys guards each ``always @* begin`` block with a trigger register
+    declared ``= 0``, meant to give that first event; Icarus initialises it without one, so
+    the trigger is set in a ``#0`` initial block instead, after every ``always`` has started
+    waiting.  The few single-statement blocks yosys writes without the guard become
+    ``always_comb`` (which runs once at time zero).  ``always_comb`` is not used for the
+    guarded blocks: Icarus 11 re-triggers it on its own writes, which loops forever in
+    blocks that assign a default and then override it.
     """
-    return text.replace("always @*", "always_comb")
+    text = _TRIGGER.sub(r"reg \1 ;\n  initial #0 \1 = 1'h0;", text)
+    return _UNGUARDED.sub("always_comb\n", text)
+
+
+_TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\S+)\s+= 0;")
+_UNGUARDED = re.compile(r"always @\*\n")
 
 
 def _adopt_build(runner, name, build_dir, waves):

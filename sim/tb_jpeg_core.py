@@ -151,7 +151,11 @@ async def decode_files(dut):
         dut.o__ready.value = int(take)
         await ReadOnly()
         if take and dut.o__valid.value:
-            value = int(dut.o__payload.value)
+            payload = dut.o__payload.value
+            if not payload.is_resolvable:
+                raise AssertionError(f"output beat {len(beats_out)} has undefined bits "
+                                     f"(MSB first): {payload}")
+            value = int(payload)
             beats_out.append(value)
             if (value >> kind_shift) & 3 == OutputKind.TRAILER:
                 done["images"] += 1

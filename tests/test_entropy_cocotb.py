@@ -1,8 +1,6 @@
-"""The entropy-decoding Verilog under cocotb: the quick corpus and the malformed scans.
+"""The entropy-decoding Verilog under cocotb: the quick corpus and the malformed scans."""
 
-Verilator only for now: under Icarus 11 this design stops advancing after a few clocks
-(a zero-delay evaluation loop that Verilator does not see); not yet investigated.
-"""
+import pytest
 
 from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
 from dlforge.sim.runner import run_cocotb
@@ -21,3 +19,9 @@ def test_quick_corpus():
     metrics = regress()
     assert metrics["files"] >= 50
     assert metrics["symbols_per_clock_min"] > 0
+
+
+@pytest.mark.icarus
+def test_icarus_subset():
+    metrics = regress(sim="icarus", limit=10)
+    assert metrics["files"] == 10

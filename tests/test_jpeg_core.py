@@ -11,14 +11,15 @@ from dlforge.sim.runner import run_cocotb
 BLOCK = get_block("jpeg")
 
 
-def _run(config, **params):
+def _run(config, sim=None, **params):
     full = BLOCK.full_params(config)
     decoder = BLOCK.build(**full)
     result = run_cocotb(decoder, name=BLOCK.module_name(full), test_module=BLOCK.testbench,
                         params=params | {"input_bytes": decoder.input_bytes,
                                          "cores": len(decoder.cores),
                                          "max_width": decoder.max_width,
-                                         "max_height": decoder.max_height}, quiet=True)
+                                         "max_height": decoder.max_height},
+                        sim=sim, quiet=True)
     assert result.passed, f"{result.failed} (log: {result.test_dir}/sim.log)"
     return result.metrics
 
@@ -50,6 +51,18 @@ def test_scikit_image_real_jpeg_files():
     minutes; `make demo` decodes them too)."""
     m = _run({"max_width": 1536}, corpus="shipped")
     assert m["ok"] == m["files"] == 3
+
+
+@pytest.mark.icarus
+def test_icarus_subset():
+    """The same testbench on Icarus: the first 20 quick-corpus files in both modes with
+    back-pressure (the few wider than 64 pixels give the model's oversize status), then bad
+    files between good ones."""
+    m = _run({"max_width": 64}, sim="icarus", corpus="quick", limit=20, modes=["fancy", "fast"],
+             ready_prob=0.8)
+    assert m["files"] == 40 and m["ok"] >= 30
+    m = _run({"max_width": 64}, sim="icarus", corpus="mixed", limit=12, ready_prob=0.8)
+    assert m["files"] == 12 and 0 < m["ok"] < m["files"]
 
 
 def test_wide_input():

@@ -1,10 +1,15 @@
 """The simulation runner: content-hashed shared builds, parameters, failures reported, waves."""
 
 
+import subprocess
+
 import pytest
+from amaranth import Module, Signal, unsigned
+from amaranth.back import verilog
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 
 from dlforge.rtl.stream_pipe import Narrow
-from amaranth import unsigned
 from dlforge.sim import runner
 from dlforge.sim.runner import run_cocotb
 
@@ -68,3 +73,36 @@ def test_icarus_runs_the_same_testbench(tmp_path, monkeypatch):
                         params={"out_lanes": 2, "beats": 30}, sim="icarus", waves=True, quiet=True)
     assert result.passed
     assert result.waves is not None and result.waves.suffix == ".fst"
+
+
+class _HeldState(wiring.Component):
+    """A combinational output of a register that keeps its initial value."""
+    en: In(1)
+    o: Out(8)
+
+    def elaborate(self, platform):
+        m = Module()
+        state = Signal(2, init=2)
+        with m.If(self.en):
+            m.d.sync += state.eq(state + 1)
+        with m.Switch(state):
+            with m.Case(2):
+                m.d.comb += self.o.eq(0x5A)
+            with m.Default():
+                m.d.comb += self.o.eq(0x11)
+        return m
+
+
+@pytest.mark.icarus
+def test_icarus_evaluates_combinational_blocks_at_time_zero(tmp_path):
+    # Without the rewrite Icarus 11 shows "xx": the always @* block never runs.
+    (tmp_path / "held.v").write_text(runner._icarus_time_zero(
+        verilog.convert(_HeldState(), name="held", emit_src=False)))
+    (tmp_path / "tb.v").write_text(
+        "module tb; reg clk = 0, rst = 0, en = 0; wire [7:0] o;\n"
+        "held dut(.clk(clk), .rst(rst), .en(en), .o(o));\n"
+        "initial begin #1 $display(\"o=%h\", o); $finish; end\nendmodule\n")
+    subprocess.run(["iverilog", "-g2012", "-o", "tb.vvp", "tb.v", "held.v"], cwd=tmp_path, check=True)
+    shown = subprocess.run(["vvp", "-n", "tb.vvp"], cwd=tmp_path, check=True, capture_output=True,
+                           text=True, timeout=60).stdout
+    assert "o=5a" in shown
