@@ -121,17 +121,17 @@ async def decode_files(dut):
 
     async def feed():
         for beat in stream_beats:
-                while valid_prob < 1 and rng.random() >= valid_prob:
-                    dut.i__valid.value = 0
-                    await FallingEdge(dut.clk)
-                dut.i__valid.value = 1
-                dut.i__payload.value = beat
-                while True:
-                    await ReadOnly()
-                    taken = bool(dut.i__ready.value)
-                    await FallingEdge(dut.clk)
-                    if taken:
-                        break
+            while valid_prob < 1 and rng.random() >= valid_prob:
+                dut.i__valid.value = 0
+                await FallingEdge(dut.clk)
+            dut.i__valid.value = 1
+            dut.i__payload.value = beat
+            while True:
+                await ReadOnly()
+                taken = bool(dut.i__ready.value)
+                await FallingEdge(dut.clk)
+                if taken:
+                    break
         dut.i__valid.value = 0
 
     feeder = cocotb.start_soon(feed())

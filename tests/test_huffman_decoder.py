@@ -6,13 +6,12 @@ import pytest
 from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
-from dlforge.rtl.jpeg.huffman_tables import HuffmanTables
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.sim import jpeg_corpus
 from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
 from dlforge.sim.jpeg_entropy import decode_scan
 from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
-from jpeg_files import encode, photo
+from jpeg_files import WIDE_TABLES, encode, photo
 
 
 def run_decoder(data, ready_prob=1.0, seed=0, max_cycles=200_000):
@@ -105,8 +104,6 @@ def test_damaged_scans_report_the_models_status(damage):
 def test_quick_corpus_and_entropy_faults():
     """Every quick-corpus file gives the model's blocks; every malformed file whose fault
     lies in the scan gives the model's status."""
-    from dlforge.sim import jpeg_corpus
-
     for f in jpeg_corpus.baseline_corpus("quick"):
         if len(f.data) > 6000:
             continue                          # big files are for the Verilator regression
@@ -144,22 +141,6 @@ def _huffman_codes(counts, symbols):
             code, k = code + 1, k + 1
         code <<= 1
     return codes
-
-
-def _table(counts, symbols):
-    counts = [counts.get(length, 0) for length in range(1, 17)]
-    assert sum(counts) == len(symbols)
-    return counts, list(symbols)
-
-
-_AC_SYMBOLS = [0x00, 0x01, 0x02, 0x11, 0xF0] + [(r << 4) | s for r in range(16) for s in range(1, 11)
-                                                  if (r << 4) | s not in (0x01, 0x02, 0x11)]
-WIDE_TABLES = {   # (class, id): (counts, symbols)
-    (0, 0): _table({6: 24}, list(range(12)) * 2),               # 24 codes of 6 bits
-    (1, 0): _table({3: 4, 8: 40, 10: 60, 12: 58}, _AC_SYMBOLS),  # 40, 60, 58 codes: slow
-    (0, 1): _table({3: 4, 4: 6, 5: 2}, list(range(12))),
-    (1, 1): _table({3: 2, 5: 8, 7: 20, 9: 60, 11: 72}, _AC_SYMBOLS),
-}
 
 
 def _category(value):
@@ -264,104 +245,3 @@ def test_lengths_with_more_than_16_codes(restart_interval):
     expected = expected_blocks(data, headers)
     assert [coefs for _, coefs in expected] == [b for mcu in blocks for b in mcu]  # the writer
     assert got == expected
-
-
-# ---- The table builder on its own ----------------------------------------------------------
-
-def load_tables(bodies, check):
-    """Stream DHT bodies into a HuffmanTables, then run ``check(ctx, dut)``."""
-    dut = HuffmanTables()
-
-    async def bench(ctx):
-        for body in bodies:
-            for i, b in enumerate(body):
-                ctx.set(dut.dht.valid, 1)
-                ctx.set(dut.dht.payload, {"byte": b, "last": i == len(body) - 1})
-                await ctx.tick().until(dut.dht.ready)
-        ctx.set(dut.dht.valid, 0)
-        await ctx.tick()
-        await check(ctx, dut)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-
-
-def test_tables_match_the_canonical_codes():
-    tables = dict(WIDE_TABLES)
-    tables[1, 3] = jpeg_corpus.STD_HUFFMAN_TABLES[1, 0]
-    bodies = [bytes([(cls << 4) | ident] + list(counts) + list(symbols))
-              for (cls, ident), (counts, symbols) in tables.items()]
-
-    async def check(ctx, dut):
-        assert not ctx.get(dut.error)
-        for (cls, ident), (counts, symbols) in tables.items():
-            t = (cls << 2) | ident
-            first, k = 0, 0
-            for length, count in enumerate(counts, start=1):
-                assert ctx.get(dut.floor[t][length - 1]) == (1 << length) - (first + count)
-                ctx.set(dut.valoff_addr, (t << 4) | (length - 1))
-                await ctx.tick()
-                assert ctx.get(dut.valoff) == (k - first) % 256
-                for i in range(count):
-                    sym, code = symbols[k + i], first + i
-                    ctx.set(dut.symbol_addr, (t << 8) | (k + i))
-                    ctx.set(dut.fast_dc_table if cls == 0 else dut.fast_ac_table, ident)
-                    ctx.set(dut.fast_bits, code << (16 - length))
-                    await ctx.tick()
-                    assert ctx.get(dut.symbol) == sym
-                    entry = (dut.fast_ac if cls else dut.fast_dc)[length - 1]
-                    size, run = sym & 15, sym >> 4
-                    want = ({"total": 0, "run": 0, "eob": 0, "adv": 0} if count > 16 else
-                            {"total": length + size, "run": run if cls else 0,
-                             "eob": int(cls == 1 and size == 0 and run != 15), "adv": 1})
-                    got = ctx.get(entry)
-                    assert {f: int(getattr(got, f)) for f in want} == want, (cls, ident, sym)
-                first, k = (first + count) << 1, k + count
-
-    load_tables(bodies, check)
-
-
-@pytest.mark.parametrize("body", [
-    bytes([0x24] + [0] * 16),                       # class 2
-    bytes([0x04] + [0] * 16),                       # id 4
-    bytes([0x00, 3] + [0] * 15 + [0, 1, 2]),        # three 1-bit codes
-    bytes([0x10] + [0] * 7 + [255, 2] + [0] * 7 + list(range(256)) + [0]),   # 257 symbols
-    bytes([0x00, 0, 1] + [0] * 14),                 # the symbol is missing
-])
-def test_bad_tables_raise_error(body):
-    async def check(ctx, dut):
-        assert ctx.get(dut.error)
-        assert ctx.get(dut.idle)
-
-    load_tables([body], check)
-
-
-def test_lutmap_helpers():
-    from amaranth import Module, Signal
-    from dlforge.rtl.jpeg.lutmap import any_of, select, shift_left
-
-    m = Module()
-    sel, dat, val, amt = Signal(9), Signal(45), Signal(12), Signal(3)
-    picked = select(m, [(sel[i], dat[5 * i:5 * i + 5]) for i in range(9)], "picked")
-    anyone = any_of(m, list(sel), "any")
-    shifted = shift_left(m, val, amt, "shifted")
-    rng = random.Random(1)
-
-    async def bench(ctx):
-        for _ in range(200):
-            s, d = rng.getrandbits(9), rng.getrandbits(45)
-            v, a = rng.getrandbits(12), rng.getrandbits(3)
-            ctx.set(sel, s), ctx.set(dat, d), ctx.set(val, v), ctx.set(amt, a)
-            want = 0
-            for i in range(9):
-                if s >> i & 1:
-                    want |= d >> (5 * i) & 31
-            assert ctx.get(picked) == want
-            assert ctx.get(anyone) == int(s != 0)
-            assert ctx.get(shifted) == (v << a) & 0xFFF
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()

@@ -66,12 +66,12 @@ class JpegDecoder(wiring.Component):
             for name, _ in core_layout:
                 m.d.comb += beat[name].eq(self.i.payload[name])
             # A dest beyond the last core goes to the last core rather than nowhere.
-            chosen = (self.i.payload.dest == k) if k < n - 1 else (self.i.payload.dest >= k)
-            m.d.comb += [fifo.w_en.eq(self.i.valid & chosen),
+            routed_here = (self.i.payload.dest == k) if k < n - 1 else (self.i.payload.dest >= k)
+            m.d.comb += [fifo.w_en.eq(self.i.valid & routed_here),
                          core.i.payload.eq(fifo.r_data), core.i.valid.eq(fifo.r_rdy),
                          fifo.r_en.eq(core.i.ready),
                          self.busy[k].eq(core.busy)]
-            with m.If(chosen):
+            with m.If(routed_here):
                 m.d.comb += self.i.ready.eq(fifo.w_rdy)
         pending = Signal(n)
         chosen = Signal(range(n))
