@@ -1,0 +1,88 @@
+"""Layer lists of real networks for the convolution engine, read off PyTorch modules.
+
+``resnet18()`` builds torchvision's ResNet-18 architecture (He et al. 2016, BasicBlock
+[2, 2, 2, 2]) in plain PyTorch, so no torchvision is needed; :func:`conv_layers` runs a
+module once on a dummy input and records every ``Conv2d`` with the input it saw.  The
+post-operations follow the block structure: ReLU after every convolution except a shortcut's
+downsampling, and the residual add before the second convolution's ReLU.  Batch norms are
+folded into the requantisation when a real model is quantised, so they add no operation.
+"""
+
+__all__ = ["resnet18", "conv_layers", "resnet18_layers"]
+
+
+def resnet18(num_classes=1000):
+    import torch.nn as nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                                nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = self.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return self.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+    class ResNet18(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            widths = [(64, 64, 1), (64, 128, 2), (128, 256, 2), (256, 512, 2)]
+            for n, (cin, cout, stride) in enumerate(widths, start=1):
+                setattr(self, f"layer{n}", nn.Sequential(BasicBlock(cin, cout, stride),
+                                                         BasicBlock(cout, cout, 1)))
+            self.avgpool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(512, num_classes)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            for n in range(1, 5):
+                x = getattr(self, f"layer{n}")(x)
+            return self.fc(self.avgpool(x).flatten(1))
+
+    return ResNet18()
+
+
+def conv_layers(model, input_shape):
+    """The model's Conv2d layers in execution order as LayerShape, batch 1."""
+    import torch
+    import torch.nn as nn
+    from .conv_plan import LayerShape
+
+    seen = []
+    hooks = [module.register_forward_hook(
+        lambda mod, args, out, name=name: seen.append((name, mod, tuple(args[0].shape))))
+        for name, module in model.named_modules() if isinstance(module, nn.Conv2d)]
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros((1, *input_shape)))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    layers = []
+    for name, conv, (_, c, h, w) in seen:
+        if conv.padding_mode != "zeros" or conv.dilation != (1, 1) or isinstance(conv.padding, str):
+            raise ValueError(f"{name}: only zero padding without dilation is supported")
+        if conv.stride[0] != conv.stride[1] or conv.padding[0] != conv.padding[1]:
+            raise ValueError(f"{name}: only square strides and paddings are supported")
+        shortcut = name.endswith("downsample.0")
+        layers.append(LayerShape(name, c, h, w, conv.out_channels, conv.kernel_size,
+                                 conv.stride[0], conv.padding[0], conv.groups,
+                                 relu=not shortcut, residual=name.endswith(".conv2")))
+    return layers
+
+
+def resnet18_layers(size=224):
+    return conv_layers(resnet18(), (3, size, size))
