@@ -59,8 +59,8 @@ class EngineConfig:
         """
         if self.operand_bits == 8:
             return 32
-        product = 2 * self.operand_bits                  # (-2**15)**2 = 2**30 needs 32 signed
-        return max(32, product + (self.max_reduction).bit_length() + 1)
+        largest = self.max_reduction << (2 * self.operand_bits - 2)   # (-2**(b-1))**2 each
+        return max(32, (largest + (1 << 31)).bit_length() + 1)        # plus an int32 bias
 
     def as_dict(self):
         return asdict(self) | {"acc_bits": self.acc_bits, "macs_per_clock": self.macs_per_clock}
