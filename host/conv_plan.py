@@ -24,13 +24,12 @@ import math
 from dataclasses import dataclass
 
 from ..rtl.conv.config import EngineConfig
+from ..rtl.conv.descriptor import DESCRIPTOR_BYTES, PARAM_RECORD_BYTES
 
 __all__ = ["LayerShape", "Tile", "Plan", "PlanError", "tiles_for", "predict_cycles",
-           "plan_layer", "brute_force_plan", "utilization", "ORDERS", "POST_LATENCY", "DESCRIPTOR_WORDS"]
+           "plan_layer", "brute_force_plan", "utilization", "ORDERS", "POST_LATENCY"]
 
 POST_LATENCY = 8          # clocks from the array's last accumulation to a result in the unloader
-DESCRIPTOR_WORDS = 2      # link words a tile descriptor takes (at 32-byte words and wider: 1)
-PARAM_BYTES = 9           # per output channel: bias (4), multiplier (4), shift (1)
 ORDERS = ("oc_outer", "pixel_outer")
 
 
@@ -69,6 +68,15 @@ class LayerShape:
     @property
     def out_w(self):
         return (self.width + 2 * self.padding - self.kw) // self.stride + 1
+
+    @property
+    def work_h(self):
+        """Output rows the engine computes: a pool drops an odd last row, so it is not computed."""
+        return self.out_h // 2 * 2 if self.pool else self.out_h
+
+    @property
+    def work_w(self):
+        return self.out_w // 2 * 2 if self.pool else self.out_w
 
     @property
     def group_in(self):
@@ -152,7 +160,7 @@ def check_tile_sizes(layer, cfg, th, tw, tic):
     s = cfg.simd
     if th < 1 or tw < 1 or tic < 1:
         raise PlanError(f"{layer.name}: tile sizes must be at least 1 (got {th}x{tw}x{tic})")
-    if th > layer.out_h or tw > layer.out_w or tic > layer.group_in:
+    if th > layer.work_h or tw > layer.work_w or tic > layer.group_in:
         raise PlanError(f"{layer.name}: tile {th}x{tw}x{tic} is larger than the layer")
     if tic % s and tic != layer.group_in:
         raise PlanError(f"{layer.name}: input-channel slices must be multiples of simd {s}")
@@ -168,7 +176,7 @@ def check_tile_sizes(layer, cfg, th, tw, tic):
     if th * tw > cfg.psum_depth:
         raise PlanError(f"{layer.name}: {th * tw} pixels exceed the partial-sum/output "
                         f"buffer ({cfg.psum_depth})")
-    if layer.pool and ((th % 2 and th != layer.out_h) or (tw % 2 and tw != layer.out_w)):
+    if layer.pool and (th % 2 or tw % 2):
         raise PlanError(f"{layer.name}: with pooling, tiles must have even sizes")
 
 
@@ -179,8 +187,8 @@ def tiles_for(layer, cfg, th, tw, tic, order):
         raise PlanError(f"unknown order {order!r}; known: {', '.join(ORDERS)}")
     block = min(cfg.channels, layer.group_out)
     oc_blocks = [(o, min(block, layer.group_out - o)) for o in range(0, layer.group_out, block)]
-    pixels = [(y, min(th, layer.out_h - y), x, min(tw, layer.out_w - x))
-              for y in range(0, layer.out_h, th) for x in range(0, layer.out_w, tw)]
+    pixels = [(y, min(th, layer.work_h - y), x, min(tw, layer.work_w - x))
+              for y in range(0, layer.work_h, th) for x in range(0, layer.work_w, tw)]
     slices = [(c, min(tic, layer.group_in - c)) for c in range(0, layer.group_in, tic)]
     tiles = []
     prev_w = prev_i = None
@@ -201,26 +209,27 @@ def _words(nbytes, cfg):
 
 
 def tile_costs(layer, cfg, tile):
-    """(load, compute, unload) clocks of one tile."""
+    """(load, compute, unload) clocks of one tile, in the link formats of rtl/conv/descriptor."""
     vb = cfg.vector_bytes
     vectors = math.ceil(tile.tic / cfg.simd)
-    load = DESCRIPTOR_WORDS
+    result_rows = -(-tile.oc_count // cfg.rows) * cfg.rows         # bytes per output pixel
+    load = _words(DESCRIPTOR_BYTES, cfg)
     if tile.load_weights:
-        load += _words(tile.oc_count * layer.kh * layer.kw * vectors * vb, cfg)
+        load += layer.kh * layer.kw * vectors * _words(tile.oc_count * vb, cfg)
     if tile.first:
-        load += _words(tile.oc_count * PARAM_BYTES, cfg)
+        load += _words(tile.oc_count * PARAM_RECORD_BYTES, cfg)
     if tile.load_inputs:
         _, ih = _input_span(tile.oy0, tile.th, layer.stride, layer.kh, layer.padding, layer.height)
         _, iw = _input_span(tile.ox0, tile.tw, layer.stride, layer.kw, layer.padding, layer.width)
         load += _words(vectors * ih * iw * vb, cfg)
     if tile.last and layer.residual:
-        load += _words(tile.th * tile.tw * tile.oc_count, cfg)
+        load += _words(tile.th * tile.tw * result_rows, cfg)
     period = max(layer.kh * layer.kw * vectors, cfg.cols)
     compute = tile.th * tile.tw * period + cfg.cols + POST_LATENCY
     unload = 0
     if tile.last:
-        oh, ow = (tile.th // 2, tile.tw // 2) if layer.pool else (tile.th, tile.tw)
-        unload = _words(oh * ow * tile.oc_count, cfg)
+        pixels = tile.th * tile.tw // 4 if layer.pool else tile.th * tile.tw
+        unload = _words(pixels * result_rows, cfg)
     return load, compute, unload
 
 
@@ -243,8 +252,11 @@ def predict_cycles(layer, cfg, tiles):
     return max(compute_end, unload_end)
 
 
-def _candidates(n):
-    """Tile sizes that give each possible number of equal tiles: ceil(n / k) for k = 1..n."""
+def _candidates(n, even=False):
+    """Tile sizes that give each possible number of equal tiles: ceil(n / k) for k = 1..n
+    (in pairs when ``even``)."""
+    if even:
+        return [2 * size for size in _candidates(n // 2)]
     return sorted({-(-n // k) for k in range(1, n + 1)}, reverse=True)
 
 
@@ -256,14 +268,12 @@ def _slice_candidates(layer, cfg):
 
 def _lower_bound(layer, cfg, th, tw, tic):
     """Clocks the array alone needs for these tile sizes: no plan of them is faster."""
-    vectors = math.ceil(tic / cfg.simd)
-    period = max(layer.kh * layer.kw * vectors, cfg.cols)
-    tiles = (math.ceil(layer.out_h / th) * math.ceil(layer.out_w / tw)
-             * math.ceil(layer.group_in / tic) * math.ceil(layer.group_out / cfg.channels)
-             * layer.groups)
-    slices = math.ceil(layer.group_in / tic)
-    pixels = layer.out_h * layer.out_w * slices * math.ceil(layer.group_out / cfg.channels)
-    return pixels * period * layer.groups + tiles * (cfg.cols + POST_LATENCY)
+    slices = [min(tic, layer.group_in - c) for c in range(0, layer.group_in, tic)]
+    periods = sum(max(layer.kh * layer.kw * math.ceil(t / cfg.simd), cfg.cols) for t in slices)
+    blocks = math.ceil(layer.group_out / cfg.channels) * layer.groups
+    pixel_tiles = math.ceil(layer.work_h / th) * math.ceil(layer.work_w / tw)
+    return blocks * (layer.work_h * layer.work_w * periods
+                     + pixel_tiles * len(slices) * (cfg.cols + POST_LATENCY))
 
 
 def plan_layer(layer, cfg):
@@ -271,7 +281,8 @@ def plan_layer(layer, cfg):
     on the array's own time)."""
     layer.check(cfg)
     options = []
-    for th, tw, tic in itertools.product(_candidates(layer.out_h), _candidates(layer.out_w),
+    for th, tw, tic in itertools.product(_candidates(layer.work_h, layer.pool),
+                                         _candidates(layer.work_w, layer.pool),
                                          _slice_candidates(layer, cfg)):
         try:
             check_tile_sizes(layer, cfg, th, tw, tic)
@@ -298,8 +309,8 @@ def brute_force_plan(layer, cfg):
     best = None
     tics = sorted({min(layer.group_in, cfg.simd * v)
                    for v in range(1, math.ceil(layer.group_in / cfg.simd) + 1)})
-    for th, tw, tic, order in itertools.product(range(1, layer.out_h + 1),
-                                                range(1, layer.out_w + 1), tics, ORDERS):
+    for th, tw, tic, order in itertools.product(range(1, layer.work_h + 1),
+                                                range(1, layer.work_w + 1), tics, ORDERS):
         try:
             tiles = tiles_for(layer, cfg, th, tw, tic, order)
         except PlanError:

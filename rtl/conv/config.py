@@ -31,9 +31,12 @@ class EngineConfig:
         if self.operand_bits not in (8, 16):
             raise ValueError("operand_bits must be 8 or 16")
         lane_bytes = self.simd * self.operand_bits // 8
-        if self.link_bytes % lane_bytes and lane_bytes % self.link_bytes:
-            raise ValueError(f"link_bytes {self.link_bytes} and a {lane_bytes}-byte operand "
-                             "vector must divide one another")
+        if self.link_bytes < 16 or self.link_bytes & (self.link_bytes - 1):
+            raise ValueError(f"link_bytes must be a power of two of at least 16 (a descriptor "
+                             f"is one word), got {self.link_bytes}")
+        if self.link_bytes % lane_bytes or self.link_bytes % self.rows:
+            raise ValueError(f"link_bytes {self.link_bytes} must be a multiple of a "
+                             f"{lane_bytes}-byte operand vector and of rows ({self.rows})")
 
     @property
     def channels(self):
