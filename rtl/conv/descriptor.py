@@ -22,11 +22,13 @@ order) ``ceil(oc_count / rows)`` rows of ``rows`` int8 values, packed without ga
 Operands and results are little-endian two's complement.
 """
 
+import enum
+
 from amaranth import signed
 from amaranth.lib import data
 
-__all__ = ["TileDescriptor", "DESCRIPTOR_BYTES", "MAGIC", "PARAM_RECORD_BYTES",
-           "pack_descriptor", "pixel_order"]
+__all__ = ["TileDescriptor", "DescriptorError", "DESCRIPTOR_BYTES", "MAGIC",
+           "PARAM_RECORD_BYTES", "pack_descriptor", "pixel_order"]
 
 MAGIC = 0xC5                # first byte of every descriptor: a lost or extra word shows
 DESCRIPTOR_BYTES = 16
@@ -54,6 +56,23 @@ TileDescriptor = data.StructLayout({
     "residual": 1,      # add the int8 residual that follows before the clamp
 })
 assert TileDescriptor.size <= 8 * DESCRIPTOR_BYTES
+
+
+class DescriptorError(enum.IntEnum):
+    """Why the engine refused a descriptor (its ``error_code``; 0: none).  After a refusal the
+    engine drops everything on its input until it is reset: the link is out of step."""
+    NONE = 0
+    BAD_MAGIC = 1           # not a descriptor: the host and the engine disagree on lengths
+    BAD_KERNEL = 2          # kh or kw outside 1..7
+    BAD_STRIDE = 3          # stride outside 1..2
+    ZERO_SIZE = 4           # vectors, ih, iw, th or tw is zero
+    BAD_CHANNELS = 5        # oc_count outside 1..rows * cols
+    WEIGHTS_TOO_BIG = 6     # kh * kw * vectors > weight_depth
+    INPUTS_TOO_BIG = 7      # vectors * ih * iw > input_depth
+    PIXELS_TOO_BIG = 8      # th * tw > psum_depth
+    BAD_POOL = 9            # pooling with an odd th or tw
+    BAD_OFFSET = 10         # y_off or x_off positive (the window starts below or right of
+                            # its first loaded row or column)
 
 
 def pack_descriptor(**fields):
