@@ -182,8 +182,57 @@ def _jpeg_block():
     )
 
 
+def _conv_block():
+    from dlforge.rtl.conv.config import EngineConfig
+    from dlforge.rtl.conv.engine import ConvEngine
+
+    def build(**params):
+        return ConvEngine(EngineConfig(**params))
+
+    def facts(c):
+        cfg = c.cfg
+        return {
+            "function": "int8/int16 convolution tiles (output-stationary systolic array, "
+                        "output channels on both dimensions), bias, per-channel requantisation, "
+                        "residual add, ReLU, 2x2 max pool",
+            "config": cfg.as_dict(),
+            "descriptor": "dlforge.rtl.conv.descriptor.TileDescriptor",
+            "errors": "dlforge.rtl.conv.descriptor.DescriptorError",
+            "link_bits": 8 * cfg.link_bytes,
+        }
+
+    def tb_params(c, blocks=None, seed=1):
+        from dataclasses import asdict
+        return {"config": asdict(c.cfg), "layers": "resnet18",
+                "names": ["layer1.0.conv1", "layer4.0.downsample.0"], "seed": seed}
+
+    d = EngineConfig()
+    return Block(
+        name="conv",
+        summary="convolution engine: tile descriptors and data in, int8 results out",
+        params=(Param("rows", int, d.rows, None, "PE rows", short="r"),
+                Param("cols", int, d.cols, None, "PE columns", short="c"),
+                Param("simd", int, d.simd, None, "multipliers per PE", short="s"),
+                Param("operand_bits", int, d.operand_bits, (8, 16), "operand width", short="b"),
+                Param("weight_depth", int, d.weight_depth, None,
+                      "weight words per PE in each half", short="w"),
+                Param("input_depth", int, d.input_depth, None,
+                      "input vectors in each half", short="i"),
+                Param("psum_depth", int, d.psum_depth, None,
+                      "pixels of partial sums / results", short="p"),
+                Param("link_bytes", int, d.link_bytes, None, "bytes per link word", short="l")),
+        build=build,
+        facts=facts,
+        testbench="dlforge.sim.tb_conv_engine",
+        tb_params=tb_params,
+        regression=({"rows": 2, "cols": 2, "simd": 1, "weight_depth": 64, "input_depth": 256,
+                     "psum_depth": 32, "link_bytes": 16},),
+        bench=("run_layers", {"layers": "resnet18", "check": False}),
+    )
+
+
 _FACTORIES = {"idct": _idct_block, "entropy": _entropy_block, "blocks": _blocks_block,
-              "jpeg": _jpeg_block}
+              "jpeg": _jpeg_block, "conv": _conv_block}
 
 
 def BLOCKS():
