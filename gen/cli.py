@@ -108,6 +108,14 @@ def cmd_bench(args):
         tb["files"] = [str(Path(f).resolve()) for f in args.files]
     if args.limit:
         tb["limit"] = args.limit
+    if block.name == "conv":
+        tb["layers"] = args.model
+        if args.layers:
+            tb["names"] = args.layers.split(",")
+        else:
+            tb.pop("names", None)
+    elif args.model != "resnet18" or args.layers:
+        raise ValueError("--model and --layers are for the conv block")
     sim = args.sim or default_simulator()
     result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
                         params=tb, sim=sim, testcase=testcase, quiet=True)
@@ -196,6 +204,10 @@ def build_parser():
     bench.add_argument("--corpus", choices=("quick", "full", "photos"), default=None,
                        help="JPEG corpus for decoder blocks")
     bench.add_argument("--limit", type=int, default=None, help="at most this many files")
+    bench.add_argument("--model", choices=("resnet18",), default="resnet18",
+                       help="network whose convolution layers the conv block runs")
+    bench.add_argument("--layers", default=None,
+                       help="conv: comma-separated layer names (default: every layer)")
     _add_block_params(bench)
     bench.set_defaults(func=cmd_bench)
 

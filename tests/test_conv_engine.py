@@ -18,6 +18,7 @@ def _run(config, layers, sim=None, testcase=None, **params):
                         params=params | {"config": asdict(engine.cfg), "layers": layers},
                         sim=sim, testcase=testcase, quiet=True)
     assert result.passed, f"{result.failed} (log: {result.test_dir}/sim.log)"
+    assert result.tests == (1 if testcase else 2)
     return result.metrics
 
 
