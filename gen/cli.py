@@ -151,6 +151,39 @@ def cmd_decode(args):
     return 1 if any(r.status == "error" for r in results) else 0
 
 
+def cmd_conv(args):
+    """One layer through the engine (sim) or the golden model (cpu); Y.npy out."""
+    import numpy as np
+    from ..host.conv_run import run_conv
+    from ..rtl.conv.config import EngineConfig
+
+    def load(path, what):
+        if path is None:
+            return None
+        try:
+            return np.load(path)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read {what} {path}: {exc}") from None
+
+    fields = ("rows", "cols", "simd", "weight_depth", "input_depth", "psum_depth", "link_bytes")
+    config = EngineConfig(**{f: getattr(args, f) for f in fields if getattr(args, f) is not None})
+    y, info = run_conv(load(args.input, "input"), load(args.weight, "weights"),
+                       load(args.bias, "bias"), load(args.multiplier, "multiplier"),
+                       load(args.shift, "shift"), stride=args.stride, padding=args.padding,
+                       groups=args.groups, relu=args.relu, pool=args.pool == "max2",
+                       residual=load(args.residual, "residual"), device=args.device,
+                       config=config)
+    np.save(args.out, y)
+    info = {"out": args.out, "shape": list(y.shape), "dtype": str(y.dtype)} | info
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        extra = (f", {info['cycles']} cycles (predicted {info['predicted_cycles']}), "
+                 f"utilisation {info['utilization']:.1%}" if "cycles" in info else "")
+        print(f"wrote {args.out}: {tuple(y.shape)} {y.dtype} on {info['device']}{extra}")
+    return 0
+
+
 def _table(rows):
     head = ("parameters", "sim", "tests", "result", "blocks checked", "latency", "clk/block",
             "blocks/clk", "samples/clk")
@@ -222,6 +255,29 @@ def build_parser():
                         help="the simulated core's width limit")
     decode.set_defaults(func=cmd_decode)
 
+    conv = sub.add_parser("conv", help="run one convolution layer on a device (default: the "
+                                       "simulated engine)")
+    conv.add_argument("--device", choices=("sim", "cpu"), default="sim")
+    conv.add_argument("--input", required=True, help="X.npy: int8 (N, C, H, W) or (C, H, W)")
+    conv.add_argument("--weight", required=True, help="W.npy: int8 (OC, C/groups, KH, KW)")
+    conv.add_argument("--bias", default=None, help="B.npy: int32 (OC,)")
+    conv.add_argument("--multiplier", default=None, help="M.npy: (OC,), 0 < m < 2**31")
+    conv.add_argument("--shift", default=None, help="S.npy: (OC,), 1 <= s <= 62")
+    conv.add_argument("--stride", type=int, default=1)
+    conv.add_argument("--padding", type=int, default=0)
+    conv.add_argument("--groups", type=int, default=1)
+    conv.add_argument("--relu", action="store_true")
+    conv.add_argument("--pool", choices=("max2",), default=None, help="fused 2x2 max pool")
+    conv.add_argument("--residual", default=None,
+                      help="R.npy: int8, the output's shape before pooling, added before the clamp")
+    conv.add_argument("--out", required=True, help="Y.npy")
+    conv.add_argument("--json", action="store_true")
+    for name in ("rows", "cols", "simd", "weight_depth", "input_depth", "psum_depth",
+                 "link_bytes"):
+        conv.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, dest=name,
+                          help="engine parameter (sim)")
+    conv.set_defaults(func=cmd_conv)
+
     from ..boards.ooc import DEVICES
     synth = sub.add_parser("synth", help="out-of-context synthesis, place and route of a block "
                                          "(YoWASP yosys + nextpnr): resources and Fmax")
@@ -248,7 +304,7 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
-    except (ValueError, KeyError, RuntimeError) as exc:
+    except (ValueError, KeyError, RuntimeError, TypeError, OverflowError) as exc:
         print(f"dlforge: error: {exc}", file=sys.stderr)
         return 2
 

@@ -130,3 +130,35 @@ def test_bench_jpeg_on_files(tmp_path):
     assert set(report["pixels_per_clock_median"]) == {"420", "444"}
     for row in report["per_file"]:
         assert row["pixels_per_clock"] > 0.5 and row["cycles_per_symbol"] >= 1
+
+
+def _conv_files(tmp_path):
+    import numpy as np
+    rng = np.random.default_rng(8)
+    files = {"input": rng.integers(-128, 128, (1, 5, 7, 7)).astype(np.int8),
+             "weight": rng.integers(-128, 128, (6, 5, 3, 3)).astype(np.int8),
+             "bias": rng.integers(-100, 100, 6).astype(np.int32),
+             "multiplier": np.full(6, 1 << 20), "shift": np.full(6, 28)}
+    args = []
+    for name, array in files.items():
+        np.save(tmp_path / f"{name}.npy", array)
+        args += [f"--{name}", str(tmp_path / f"{name}.npy")]
+    return args
+
+
+def test_conv_sim_and_cpu_agree(tmp_path, capsys):
+    import numpy as np
+    args = _conv_files(tmp_path) + ["--padding", "1", "--relu"]
+    small = ["--rows", "4", "--cols", "4", "--simd", "4", "--weight-depth", "64",
+             "--input-depth", "256", "--psum-depth", "32", "--link-bytes", "16"]
+    assert main(["conv", *args, *small, "--out", str(tmp_path / "sim.npy"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["device"] == "sim" and report["cycles"] > 0 and report["shape"] == [1, 6, 7, 7]
+    assert main(["conv", "--device", "cpu", *args, "--out", str(tmp_path / "cpu.npy")]) == 0
+    assert np.array_equal(np.load(tmp_path / "sim.npy"), np.load(tmp_path / "cpu.npy"))
+
+
+def test_conv_refusal_is_a_clear_error(tmp_path, capsys):
+    args = _conv_files(tmp_path)
+    assert main(["conv", *args, "--stride", "3", "--out", str(tmp_path / "y.npy")]) == 2
+    assert "stride 3 unsupported" in capsys.readouterr().err

@@ -1,0 +1,48 @@
+"""One layer on a device: the simulated engine equals the golden model for a batch, and what
+the engine cannot run is refused with the reason."""
+
+import numpy as np
+import pytest
+
+from dlforge.host.conv_plan import PlanError
+from dlforge.host.conv_run import run_conv
+from dlforge.rtl.conv.config import EngineConfig
+
+SMALL = EngineConfig(rows=4, cols=4, simd=4, weight_depth=64, input_depth=256, psum_depth=32,
+                     link_bytes=16)
+
+
+def _tensors(rng, n=2, c=6, h=9, w=8, oc=10, k=3):
+    return (rng.integers(-128, 128, (n, c, h, w)).astype(np.int8),
+            rng.integers(-128, 128, (oc, c, k, k)).astype(np.int8),
+            rng.integers(-5000, 5000, oc).astype(np.int32),
+            rng.integers(1 << 19, 1 << 21, oc), np.full(oc, 30))
+
+
+def test_sim_equals_cpu_on_a_batch_with_every_post_operation():
+    rng = np.random.default_rng(3)
+    x, w, b, m, s = _tensors(rng)
+    residual = rng.integers(-128, 128, (2, 10, 9, 8)).astype(np.int8)
+    kwargs = dict(padding=1, relu=True, pool=True, residual=residual)
+    y_sim, info = run_conv(x, w, b, m, s, device="sim", config=SMALL, **kwargs)
+    y_cpu, _ = run_conv(x, w, b, m, s, device="cpu", **kwargs)
+    assert y_sim.shape == (2, 10, 4, 4) and np.array_equal(y_sim, y_cpu)
+    assert len(np.unique(y_sim)) > 20                      # not a saturated, trivial output
+    assert info["cycles"] > 0 and abs(info["cycles"] / info["predicted_cycles"] - 1) < 0.1
+
+
+def test_refusals_are_clear():
+    rng = np.random.default_rng(4)
+    x, w, b, m, s = _tensors(rng)
+    with pytest.raises(ValueError, match="multiplier and a shift"):
+        run_conv(x, w, b, device="sim", config=SMALL)
+    with pytest.raises(TypeError, match="int8"):
+        run_conv(x.astype(np.int16), w, b, m, s, device="sim", config=SMALL)
+    with pytest.raises(PlanError, match="kernel"):
+        run_conv(rng.integers(-128, 128, (1, 2, 12, 12)).astype(np.int8),
+                 rng.integers(-128, 128, (3, 2, 9, 9)).astype(np.int8), None, m[:3], s[:3],
+                 device="sim", config=SMALL)
+    with pytest.raises(ValueError, match="device"):
+        run_conv(x, w, device="gpu")
+    acc, info = run_conv(x, w, b, device="cpu")            # no requantisation on the CPU
+    assert acc.dtype == np.int64 and info == {"device": "cpu"}
