@@ -11,14 +11,14 @@ from dlforge.sim.runner import run_cocotb
 BLOCK = get_block("conv")
 
 
-def _run(config, layers, sim=None, testcase=None, **params):
+def _run(config, layers, sim=None, testcase=("run_layers", "bad_descriptors"), **params):
     full = BLOCK.full_params(config)
     engine = BLOCK.build(**full)
     result = run_cocotb(engine, name=BLOCK.module_name(full), test_module=BLOCK.testbench,
                         params=params | {"config": asdict(engine.cfg), "layers": layers},
                         sim=sim, testcase=testcase, quiet=True)
     assert result.passed, f"{result.failed} (log: {result.test_dir}/sim.log)"
-    assert result.tests == (1 if testcase else 2)
+    assert result.tests == (1 if isinstance(testcase, str) else len(testcase))
     return result.metrics
 
 
@@ -48,3 +48,23 @@ def test_random_layers_bit_exact(shape):
              RANDOM_LAYERS, ready_prob=0.7, valid_prob=0.8, seed=sum(shape))
     assert len(m["layers"]) == len(RANDOM_LAYERS)
     assert all(row["tiles"] >= 1 for row in m["layers"])
+
+
+def test_8x8x8_two_channel_blocks_and_slices():
+    """The default engine (the ResNet-18 benchmark's build): layers with more output channels
+    than PEs, several input-channel slices, the stem's shape in small."""
+    layers = [_layer("two-blocks", 24, 6, 6, 70, 3, padding=1, relu=True, residual=True),
+              _layer("stem", 3, 20, 20, 64, 7, stride=2, padding=3, relu=True),
+              _layer("downsample", 40, 8, 8, 72, 1, stride=2),
+              _layer("pool", 16, 6, 6, 8, 3, padding=1, pool=True)]
+    m = _run({}, layers, ready_prob=0.9, seed=8,
+             plans={"two-blocks": {"th": 3, "tw": 6, "tic": 8, "order": "pixel_outer"}})
+    assert [row["tiles"] for row in m["layers"]][0] == 2 * 2 * 3     # blocks x pixels x slices
+
+
+@pytest.mark.icarus
+def test_icarus_subset():
+    m = _run({"rows": 2, "cols": 2, "simd": 1, "weight_depth": 64, "input_depth": 256,
+              "psum_depth": 32, "link_bytes": 16}, RANDOM_LAYERS[:1] + RANDOM_LAYERS[6:8],
+             sim="icarus", ready_prob=0.8, seed=5)
+    assert len(m["layers"]) == 3
