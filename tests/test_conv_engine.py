@@ -68,3 +68,10 @@ def test_icarus_subset():
               "psum_depth": 32, "link_bytes": 16}, RANDOM_LAYERS[:1] + RANDOM_LAYERS[6:8],
              sim="icarus", ready_prob=0.8, seed=5)
     assert len(m["layers"]) == 3
+
+
+def test_16bit_operands():
+    m = _run({"rows": 2, "cols": 2, "simd": 2, "operand_bits": 16, "weight_depth": 64,
+              "input_depth": 256, "psum_depth": 32, "link_bytes": 16},
+             RANDOM_LAYERS[:3] + RANDOM_LAYERS[6:], ready_prob=0.8, seed=16)
+    assert len(m["layers"]) == 6
