@@ -162,3 +162,14 @@ def test_conv_refusal_is_a_clear_error(tmp_path, capsys):
     args = _conv_files(tmp_path)
     assert main(["conv", *args, "--stride", "3", "--out", str(tmp_path / "y.npy")]) == 2
     assert "stride 3 unsupported" in capsys.readouterr().err
+
+
+def test_gen_conv_writes_verilog_and_manifest(tmp_path):
+    assert main(["gen", "conv", "--rows", "2", "--cols", "2", "--simd", "2", "--weight-depth",
+                 "64", "--input-depth", "256", "--psum-depth", "32", "--link-bytes", "16",
+                 "-o", str(tmp_path)]) == 0
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["config"]["macs_per_clock"] == 8 and manifest["link_bits"] == 128
+    names = {port["name"] for port in manifest["ports"]}
+    assert {"i__payload", "o__payload", "cycles", "error_code"} <= names
+    assert (tmp_path / f"{manifest['top']}.v").read_text().startswith("/*")
