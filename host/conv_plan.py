@@ -6,12 +6,13 @@ rectangle of output pixels, and a slice of the input channels.  The engine works
 tiles in the plan's order with three units running at once (docs/conv-engine.md):
 
 * the *loader* takes a tile's descriptor, weights (skipped when the tile uses the weights of
-  the tile before it), per-channel parameters, inputs (skipped likewise) and residual from the
-  link, one word per clock, into the free half of each double buffer;
+  the tile before it), per-channel parameters (one channel per clock), inputs (skipped
+  likewise) and residual from the link, one word per clock, into the free half of each double
+  buffer;
 * the *array* computes the tile once its data is in and the tile before it is done: each output
   pixel takes ``max(KH * KW * ceil(tic / simd), cols)`` clocks (the dot product, or the
-  ``cols``-clock drain of the PE row chains when the dot product is shorter), plus a fill of
-  ``cols + POST_LATENCY`` clocks per tile;
+  ``cols``-clock drain of the PE row chains when the dot product is shorter), plus
+  :func:`tile_overhead` clocks per tile;
 * the *unloader* sends a tile's int8 results (after the last input-channel slice) while the
   array goes on.
 
@@ -24,12 +25,20 @@ import math
 from dataclasses import dataclass
 
 from ..rtl.conv.config import EngineConfig
-from ..rtl.conv.descriptor import DESCRIPTOR_BYTES, PARAM_RECORD_BYTES
+from ..rtl.conv.descriptor import DESCRIPTOR_BYTES
+from ..rtl.conv.pe_array import LATENCY as ARRAY_LATENCY
+from ..rtl.conv.post import POST_LATENCY
+from ..rtl.conv.walker import START_LATENCY as WALKER_START
 
 __all__ = ["LayerShape", "Tile", "Plan", "PlanError", "tiles_for", "predict_cycles",
-           "plan_layer", "brute_force_plan", "utilization", "ORDERS", "POST_LATENCY"]
+           "plan_layer", "brute_force_plan", "utilization", "tile_overhead", "ORDERS"]
 
-POST_LATENCY = 8          # clocks from the array's last accumulation to a result in the unloader
+#: Clocks a tile costs the array beyond its pixels: the walker's start, the operand read, the
+#: array's pipeline and column drain, the post-processing lanes, and the compute unit's two
+#: bookkeeping clocks (IDLE -> START, DRAIN -> IDLE).
+def tile_overhead(cfg):
+    return WALKER_START + 1 + ARRAY_LATENCY + cfg.cols - 1 + POST_LATENCY + 2
+
 ORDERS = ("oc_outer", "pixel_outer")
 
 
@@ -217,7 +226,7 @@ def tile_costs(layer, cfg, tile):
     if tile.load_weights:
         load += layer.kh * layer.kw * vectors * _words(tile.oc_count * vb, cfg)
     if tile.first:
-        load += _words(tile.oc_count * PARAM_RECORD_BYTES, cfg)
+        load += tile.oc_count                       # one parameter record per clock
     if tile.load_inputs:
         _, ih = _input_span(tile.oy0, tile.th, layer.stride, layer.kh, layer.padding, layer.height)
         _, iw = _input_span(tile.ox0, tile.tw, layer.stride, layer.kw, layer.padding, layer.width)
@@ -225,7 +234,7 @@ def tile_costs(layer, cfg, tile):
     if tile.last and layer.residual:
         load += _words(tile.th * tile.tw * result_rows, cfg)
     period = max(layer.kh * layer.kw * vectors, cfg.cols)
-    compute = tile.th * tile.tw * period + cfg.cols + POST_LATENCY
+    compute = tile.th * tile.tw * period + tile_overhead(cfg)
     unload = 0
     if tile.last:
         pixels = tile.th * tile.tw // 4 if layer.pool else tile.th * tile.tw
@@ -273,7 +282,7 @@ def _lower_bound(layer, cfg, th, tw, tic):
     blocks = math.ceil(layer.group_out / cfg.channels) * layer.groups
     pixel_tiles = math.ceil(layer.work_h / th) * math.ceil(layer.work_w / tw)
     return blocks * (layer.work_h * layer.work_w * periods
-                     + pixel_tiles * len(slices) * (cfg.cols + POST_LATENCY))
+                     + pixel_tiles * len(slices) * tile_overhead(cfg))
 
 
 def plan_layer(layer, cfg):
