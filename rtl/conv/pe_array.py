@@ -9,8 +9,8 @@ that reached column ``c`` this clock (the weight banks delay their read address 
 clocks, which costs an address register per column instead of ``rows * simd`` operand
 registers).
 
-A PE multiplies (one registered stage), sums its lanes (one registered stage) and
-accumulates.  On a pixel's last element its sum goes onto its row's output lane instead of
+A PE registers its operands, multiplies (one registered stage), sums its lanes (one
+registered stage) and accumulates.  On a pixel's last element its sum goes onto its row's output lane instead of
 staying in the accumulator; one column finishes per clock (the controller starts pixels at
 least ``cols`` clocks apart), so the lanes carry the pixel's results one column per clock:
 beat ``c`` holds channels ``c * rows`` to ``c * rows + rows - 1``.  The array never stalls;
@@ -26,8 +26,8 @@ from .config import EngineConfig
 __all__ = ["PeArray", "LATENCY", "element_layout", "result_layout"]
 
 #: Clocks from an element at column 0 (``i``) to its result beat (column 0) on ``o``:
-#: multiply, lane sum, accumulate-and-finish.
-LATENCY = 3
+#: operand registers, multiply, lane sum, accumulate-and-finish.
+LATENCY = 4
 
 
 def element_layout(cfg):
@@ -73,17 +73,25 @@ class PeArray(wiring.Component):
         lane_terms = [[] for _ in range(cfg.rows)]
         finishing = []
         for c in range(cfg.cols):
-            # Flags follow the two pipeline stages of the PEs in this column.
+            # Operands are registered before the multipliers (memory outputs arrive late in
+            # the clock); flags follow that stage and the PEs' two pipeline stages.
+            x_in = Signal(data.ArrayLayout(signed(cfg.operand_bits), cfg.simd), name=f"x_c{c}")
+            m.d.sync += x_in.eq(elem[c].x)
+            flags0 = Signal(3, name=f"flags0_c{c}")
             flags1 = Signal(3, name=f"flags1_c{c}")
             flags2 = Signal(3, name=f"flags2_c{c}")
-            m.d.sync += [flags1.eq(Cat(valid[c], elem[c].first, elem[c].last)), flags2.eq(flags1)]
+            m.d.sync += [flags0.eq(Cat(valid[c], elem[c].first, elem[c].last)),
+                         flags1.eq(flags0), flags2.eq(flags1)]
             valid2, first2, last2 = flags2[0], flags2[1], flags2[2]
             done = Signal(name=f"done_c{c}")
             m.d.sync += done.eq(valid2 & last2)
             finishing.append(done)
             for r in range(cfg.rows):
+                w_in = Signal(data.ArrayLayout(signed(cfg.operand_bits), cfg.simd),
+                              name=f"w_r{r}c{c}")
+                m.d.sync += w_in.eq(self.w[c][r])
                 products = [Signal(product_shape, name=f"p_r{r}c{c}_{s}") for s in range(cfg.simd)]
-                m.d.sync += [p.eq(elem[c].x[s] * self.w[c][r][s]) for s, p in enumerate(products)]
+                m.d.sync += [p.eq(x_in[s] * w_in[s]) for s, p in enumerate(products)]
                 total = Signal(sum_shape, name=f"sum_r{r}c{c}")
                 m.d.sync += total.eq(sum(products[1:], products[0]))
                 acc = Signal(acc_shape, name=f"acc_r{r}c{c}")
