@@ -81,7 +81,8 @@ class ConvEngine(wiring.Component):
 
         # ---- The tile queue between loader and compute ----------------------------------------
         Queued = data.StructLayout({"desc": TileDescriptor, "w_half": 1, "i_half": 1,
-                                    "p_half": 1, "r_half": 1})
+                                    "p_half": 1, "r_half": 1,
+                                    "result_words": 24})     # link words of results (last)
         m.submodules.queue = queue = SyncFIFOBuffered(width=Queued.size, depth=4)
         # Tiles queued or computing per half of each double buffer; a half is loaded only
         # when no tile still needs it.
@@ -262,10 +263,15 @@ class ConvEngine(wiring.Component):
                         m.d.sync += current["r"].eq(target["r"])
                         m.next = "QUEUE"
             with m.State("QUEUE"):
+                # The tile's result words: ceil(output pixels * rows per pixel / rows per word)
+                # (pooled tiles have whole 2x2 blocks, a quarter of the pixels).
+                result_rows_out = Mux(desc.pool, residual_rows >> 2, residual_rows)
                 m.d.comb += [loader_busy.eq(1), queue.w_en.eq(1), queue.w_data.eq(pushed),
                              pushed.desc.eq(desc), pushed.w_half.eq(current["w"]),
                              pushed.i_half.eq(current["i"]), pushed.p_half.eq(current["p"]),
-                             pushed.r_half.eq(current["r"])]
+                             pushed.r_half.eq(current["r"]),
+                             pushed.result_words.eq((result_rows_out + rows_per_word - 1)
+                                                    >> _log2(rows_per_word))]
                 with m.If(queue.w_rdy):
                     m.d.comb += push.eq(1)
                     m.next = "DESC"
@@ -318,7 +324,6 @@ class ConvEngine(wiring.Component):
         with m.If(array.o.valid & (array.o.payload.col == cfg.cols - 1)):
             m.d.sync += [beat_pixel.eq(beat_pixel + 1), pixels_done.eq(pixels_done + 1)]
 
-        result_words = Signal(32)
         with m.FSM(name="compute"):
             with m.State("IDLE"):
                 last_tile = head.desc.last
@@ -330,11 +335,6 @@ class ConvEngine(wiring.Component):
                     m.next = "START"
             with m.State("START"):
                 m.d.comb += [compute_busy.eq(1), walker.start.eq(1)]
-                # result words of this tile: ceil(pixels * rows_per_pixel / rows_per_word)
-                opix = Mux(tile.desc.pool, (tile.desc.th * tile.desc.tw) >> 2,
-                           tile.desc.th * tile.desc.tw)
-                rpp = (tile.desc.oc_count + cfg.rows - 1) // cfg.rows
-                m.d.sync += result_words.eq((opix * rpp + rows_per_word - 1) >> _log2(rows_per_word))
                 m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += compute_busy.eq(1)
@@ -349,7 +349,8 @@ class ConvEngine(wiring.Component):
                         m.d.sync += out_next.eq(~out_next)
                         for h in range(2):
                             with m.If(out_half == h):
-                                m.d.sync += [out_full[h].eq(1), out_words[h].eq(result_words)]
+                                m.d.sync += [out_full[h].eq(1),
+                                             out_words[h].eq(tile.result_words)]
                     m.next = "IDLE"
 
         # ---- Unloader -------------------------------------------------------------------------
