@@ -1,0 +1,193 @@
+"""The link's control plane: link bytes in, response frames out, for the opcodes every device
+answers itself — ``PING`` (echo), ``READ_REGS``, ``WRITE_REG`` — and an ``ERROR`` frame for
+everything it must refuse: a payload whose CRC failed (status ``BAD_CRC``: nothing was done,
+the host resends), an unknown opcode (``BAD_OPCODE``), a payload of the wrong size
+(``BAD_REQUEST``).  An ``ERROR`` frame carries the request's tag, and one payload byte: the
+request's opcode.
+
+Frames whose opcode is in ``data_opcodes`` are not answered here: their beats leave on
+``data`` (checked frames only) for the data path (decoder cores, convolution engine), which
+answers through ``reply``.  ``regs`` are the register values (``Register`` numbers index
+them; unlisted registers read 0); ``reset`` pulses when 1 is written to ``Register.RESET``.
+"""
+
+from amaranth import Cat, Const, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .frame_rx import FrameHeader, FrameReceiver, rx_beat_layout
+from .frame_tx import FrameSender
+from .protocol import MAX_PAYLOAD, Opcode, Register, Status
+
+__all__ = ["LinkControl", "REGISTERS", "MAX_READ"]
+
+REGISTERS = 64          # register numbers 0..63
+MAX_READ = 64           # registers per READ_REGS
+
+
+class LinkControl(wiring.Component):
+    def __init__(self, data_opcodes=(), max_payload=MAX_PAYLOAD):
+        self.data_opcodes = tuple(int(op) for op in data_opcodes)
+        self.max_payload = max_payload
+        super().__init__({
+            "i": In(stream.Signature(8)),
+            "o": Out(stream.Signature(8)),
+            "data": Out(stream.Signature(rx_beat_layout())),
+            "reply_header": In(stream.Signature(FrameHeader)),
+            "reply": In(stream.Signature(8)),
+            "regs": In(data.ArrayLayout(32, REGISTERS)),
+            "reset": Out(1),
+            "header_errors": Out(32),
+            "crc_errors": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.rx = rx = FrameReceiver(self.max_payload)
+        m.submodules.tx = tx = FrameSender()
+        wiring.connect(m, tx.o, wiring.flipped(self.o))
+        m.d.comb += [rx.i.valid.eq(self.i.valid), rx.i.payload.eq(self.i.payload),
+                     self.i.ready.eq(rx.i.ready),
+                     self.header_errors.eq(rx.header_errors), self.crc_errors.eq(rx.crc_errors)]
+
+        beat = rx.o.payload
+        h = beat.header
+        is_data = Signal()
+        m.d.comb += is_data.eq(0)
+        for op in self.data_opcodes:
+            with m.If(h.opcode == op):
+                m.d.comb += is_data.eq(1)
+
+        request = Signal(FrameHeader)       # the frame being answered
+        args = Signal(48)                   # READ_REGS / WRITE_REG payload bytes
+        count = Signal(range(max(self.max_payload, 8) + 1))
+        reg_index = Signal(6)
+        reg_left = Signal(range(MAX_READ + 1))
+        byte_index = Signal(2)
+        error_status = Signal(8)
+        error_opcode = Signal(8)
+        reg_value = Signal(32)
+        m.d.comb += reg_value.eq(self.regs[reg_index])
+
+        def send_header(opcode, status, length):
+            m.d.comb += [tx.header.valid.eq(1), tx.header.payload.opcode.eq(opcode),
+                         tx.header.payload.status.eq(status), tx.header.payload.tag.eq(request.tag),
+                         tx.header.payload.length.eq(length)]
+
+        with m.FSM(name="control"):
+            with m.State("IDLE"):
+                with m.If(rx.err.valid):
+                    m.d.comb += rx.err.ready.eq(1)
+                    m.d.sync += [request.tag.eq(rx.err.payload.tag),
+                                 error_status.eq(rx.err.payload.status),
+                                 error_opcode.eq(rx.err.payload.opcode)]
+                    m.next = "ERROR_HEADER"
+                with m.Elif(rx.o.valid):
+                    m.d.sync += [request.eq(h), count.eq(0), args.eq(0)]
+                    with m.If(is_data):
+                        m.next = "DATA"
+                    with m.Elif(h.opcode == Opcode.PING):
+                        m.next = "PING_HEADER"
+                    with m.Elif((h.opcode == Opcode.READ_REGS) | (h.opcode == Opcode.WRITE_REG)):
+                        m.next = "ARGS"
+                    with m.Else():
+                        m.d.sync += [error_status.eq(Status.BAD_OPCODE), error_opcode.eq(h.opcode)]
+                        m.next = "DRAIN"
+                with m.Elif(self.reply_header.valid):
+                    m.next = "REPLY_HEADER"
+            # A data frame goes on whole to the data path.
+            with m.State("DATA"):
+                wiring.connect(m, rx.o, wiring.flipped(self.data))
+                with m.If(rx.o.valid & self.data.ready & beat.last):
+                    m.next = "IDLE"
+            # Replies of the data path go out whole, header then payload.
+            with m.State("REPLY_HEADER"):
+                m.d.comb += [tx.header.valid.eq(1), tx.header.payload.eq(self.reply_header.payload),
+                             self.reply_header.ready.eq(tx.header.ready)]
+                with m.If(tx.header.ready):
+                    m.d.sync += [count.eq(0), request.eq(self.reply_header.payload)]
+                    with m.If(self.reply_header.payload.length == 0):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "REPLY"
+            with m.State("REPLY"):
+                wiring.connect(m, wiring.flipped(self.reply), tx.payload)
+                with m.If(self.reply.valid & tx.payload.ready):
+                    m.d.sync += count.eq(count + 1)
+                    with m.If(count + 1 == request.length):
+                        m.next = "IDLE"
+            # PING: the payload streams back as it arrives.
+            with m.State("PING_HEADER"):
+                send_header(Opcode.PING, Status.OK, request.length)
+                with m.If(tx.header.ready):
+                    with m.If(request.length == 0):
+                        m.d.comb += rx.o.ready.eq(1)            # the single empty beat
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "PING"
+            with m.State("PING"):
+                m.d.comb += [tx.payload.valid.eq(rx.o.valid), tx.payload.payload.eq(beat.data),
+                             rx.o.ready.eq(tx.payload.ready)]
+                with m.If(rx.o.valid & tx.payload.ready & beat.last):
+                    m.next = "IDLE"
+            # READ_REGS (4 bytes: first, count) and WRITE_REG (6 bytes: register, value).
+            with m.State("ARGS"):
+                m.d.comb += rx.o.ready.eq(1)
+                with m.If(rx.o.valid):
+                    with m.If(request.length != 0):
+                        m.d.sync += [args.eq(Cat(args[8:], beat.data)), count.eq(count + 1)]
+                    with m.If(beat.last):
+                        m.next = "EXECUTE"
+            with m.State("EXECUTE"):
+                # args holds the last six payload bytes, the first of them lowest.
+                read_ok = (request.opcode == Opcode.READ_REGS) & (request.length == 4)
+                write_ok = (request.opcode == Opcode.WRITE_REG) & (request.length == 6)
+                first = args[16:32]
+                n = args[32:48]
+                with m.If(read_ok & (n <= MAX_READ) & (first + n <= REGISTERS)):
+                    m.d.sync += [reg_index.eq(first), reg_left.eq(n), byte_index.eq(0)]
+                    m.next = "READ_HEADER"
+                with m.Elif(write_ok):
+                    register = args[:16]
+                    value = args[16:48]
+                    with m.If((register == Register.RESET) & (value[0] == 1)):
+                        m.d.comb += self.reset.eq(1)
+                    m.next = "WRITE_HEADER"
+                with m.Else():
+                    m.d.sync += [error_status.eq(Status.BAD_REQUEST),
+                                 error_opcode.eq(request.opcode)]
+                    m.next = "ERROR_HEADER"
+            with m.State("READ_HEADER"):
+                send_header(Opcode.READ_REGS, Status.OK, reg_left << 2)
+                with m.If(tx.header.ready):
+                    with m.If(reg_left == 0):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "READ"
+            with m.State("READ"):
+                m.d.comb += [tx.payload.valid.eq(1),
+                             tx.payload.payload.eq(reg_value.word_select(byte_index, 8))]
+                with m.If(tx.payload.ready):
+                    m.d.sync += byte_index.eq(byte_index + 1)
+                    with m.If(byte_index == 3):
+                        m.d.sync += [reg_index.eq(reg_index + 1), reg_left.eq(reg_left - 1)]
+                        with m.If(reg_left == 1):
+                            m.next = "IDLE"
+            with m.State("WRITE_HEADER"):
+                send_header(Opcode.WRITE_REG, Status.OK, 0)
+                with m.If(tx.header.ready):
+                    m.next = "IDLE"
+            # Refusals: the payload is dropped, then one ERROR frame.
+            with m.State("DRAIN"):
+                m.d.comb += rx.o.ready.eq(1)
+                with m.If(rx.o.valid & beat.last):
+                    m.next = "ERROR_HEADER"
+            with m.State("ERROR_HEADER"):
+                send_header(Opcode.ERROR, error_status, 1)
+                with m.If(tx.header.ready):
+                    m.next = "ERROR_BYTE"
+            with m.State("ERROR_BYTE"):
+                m.d.comb += [tx.payload.valid.eq(1), tx.payload.payload.eq(error_opcode)]
+                with m.If(tx.payload.ready):
+                    m.next = "IDLE"
+        return m
