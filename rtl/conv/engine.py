@@ -128,6 +128,27 @@ class ConvEngine(wiring.Component):
             m.d.sync += error_code.eq(code)
             m.next = "ERROR"
 
+        def wait_for_half(name, state, wanted, skip_to, setup):
+            with m.State(f"{state}_WAIT"):
+                m.d.comb += loader_busy.eq(1)
+                with m.If(~wanted):
+                    m.next = skip_to
+                with m.Elif(Mux(target[name], users[name][1], users[name][0]) == 0):
+                    m.d.sync += setup
+                    m.next = state
+                with m.Else():
+                    m.d.sync += self.load_stalls.eq(self.load_stalls + 1)
+
+        def take_words(name, state, writes, then):
+            """``words_left`` words written at ``addr``, ``addr + 1``, ... of the half."""
+            with m.State(state):
+                m.d.comb += [loader_busy.eq(1), self.i.ready.eq(1)] + writes
+                with m.If(self.i.valid):
+                    m.d.sync += [addr.eq(addr + 1), words_left.eq(words_left - 1)]
+                    with m.If(words_left == 1):
+                        m.d.sync += current[name].eq(target[name])
+                        m.next = then
+
         with m.FSM(name="loader"):
             with m.State("DESC"):
                 m.d.comb += self.i.ready.eq(1)
@@ -175,15 +196,8 @@ class ConvEngine(wiring.Component):
                 with m.Else():
                     m.next = "PARAMS_WAIT"
             # Each part waits for its target half to be free, then takes its words.
-            with m.State("PARAMS_WAIT"):
-                m.d.comb += loader_busy.eq(1)
-                with m.If(~desc.first):
-                    m.next = "WEIGHTS_WAIT"
-                with m.Elif(Mux(target["p"], users["p"][1], users["p"][0]) == 0):
-                    m.d.sync += [channel.eq(0), record.eq(0)]
-                    m.next = "PARAMS"
-                with m.Else():
-                    m.d.sync += self.load_stalls.eq(self.load_stalls + 1)
+            wait_for_half("p", "PARAMS", desc.first, "WEIGHTS_WAIT",
+                          [channel.eq(0), record.eq(0)])
             with m.State("PARAMS"):
                 m.d.comb += loader_busy.eq(1)
                 this = _ParamRecord(word.word_select(record, 8 * PARAM_RECORD_BYTES)
@@ -202,15 +216,8 @@ class ConvEngine(wiring.Component):
                         with m.If(channel + 1 >= desc.oc_count):
                             m.d.sync += current["p"].eq(target["p"])
                             m.next = "WEIGHTS_WAIT"
-            with m.State("WEIGHTS_WAIT"):
-                m.d.comb += loader_busy.eq(1)
-                with m.If(~desc.load_weights):
-                    m.next = "INPUTS_WAIT"
-                with m.Elif(Mux(target["w"], users["w"][1], users["w"][0]) == 0):
-                    m.d.sync += [k.eq(0), word_in_k.eq(0)]
-                    m.next = "WEIGHTS"
-                with m.Else():
-                    m.d.sync += self.load_stalls.eq(self.load_stalls + 1)
+            wait_for_half("w", "WEIGHTS", desc.load_weights, "INPUTS_WAIT",
+                          [k.eq(0), word_in_k.eq(0)])
             with m.State("WEIGHTS"):
                 m.d.comb += [loader_busy.eq(1), self.i.ready.eq(1),
                              weights.w_en.eq(self.i.valid), weights.w_half.eq(target["w"]),
@@ -224,44 +231,19 @@ class ConvEngine(wiring.Component):
                         with m.If(k + 1 == weight_words):
                             m.d.sync += current["w"].eq(target["w"])
                             m.next = "INPUTS_WAIT"
-            with m.State("INPUTS_WAIT"):
-                m.d.comb += loader_busy.eq(1)
-                with m.If(~desc.load_inputs):
-                    m.next = "RESIDUAL_WAIT"
-                with m.Elif(Mux(target["i"], users["i"][1], users["i"][0]) == 0):
-                    m.d.sync += [addr.eq(0), words_left.eq(
-                        (input_vectors + vectors_per_word - 1) >> _log2(vectors_per_word))]
-                    m.next = "INPUTS"
-                with m.Else():
-                    m.d.sync += self.load_stalls.eq(self.load_stalls + 1)
-            with m.State("INPUTS"):
-                m.d.comb += [loader_busy.eq(1), self.i.ready.eq(1),
-                             inputs.w_en.eq(self.i.valid), inputs.w_half.eq(target["i"]),
-                             inputs.w_addr.eq(addr), inputs.w_data.eq(word)]
-                with m.If(self.i.valid):
-                    m.d.sync += [addr.eq(addr + 1), words_left.eq(words_left - 1)]
-                    with m.If(words_left == 1):
-                        m.d.sync += current["i"].eq(target["i"])
-                        m.next = "RESIDUAL_WAIT"
-            with m.State("RESIDUAL_WAIT"):
-                m.d.comb += loader_busy.eq(1)
-                with m.If(~(desc.last & desc.residual)):
-                    m.next = "QUEUE"
-                with m.Elif(Mux(target["r"], users["r"][1], users["r"][0]) == 0):
-                    m.d.sync += [addr.eq(0), words_left.eq(
-                        (residual_rows + rows_per_word - 1) >> _log2(rows_per_word))]
-                    m.next = "RESIDUAL"
-                with m.Else():
-                    m.d.sync += self.load_stalls.eq(self.load_stalls + 1)
-            with m.State("RESIDUAL"):
-                m.d.comb += [loader_busy.eq(1), self.i.ready.eq(1),
-                             post.res_we.eq(self.i.valid), post.res_w_half.eq(target["r"]),
-                             post.res_addr.eq(addr), post.res_data.eq(word)]
-                with m.If(self.i.valid):
-                    m.d.sync += [addr.eq(addr + 1), words_left.eq(words_left - 1)]
-                    with m.If(words_left == 1):
-                        m.d.sync += current["r"].eq(target["r"])
-                        m.next = "QUEUE"
+            wait_for_half("i", "INPUTS", desc.load_inputs, "RESIDUAL_WAIT", [
+                addr.eq(0),
+                words_left.eq((input_vectors + vectors_per_word - 1) >> _log2(vectors_per_word))])
+            take_words("i", "INPUTS", [inputs.w_en.eq(self.i.valid), inputs.w_half.eq(target["i"]),
+                                       inputs.w_addr.eq(addr), inputs.w_data.eq(word)],
+                       then="RESIDUAL_WAIT")
+            wait_for_half("r", "RESIDUAL", desc.last & desc.residual, "QUEUE", [
+                addr.eq(0),
+                words_left.eq((residual_rows + rows_per_word - 1) >> _log2(rows_per_word))])
+            take_words("r", "RESIDUAL", [post.res_we.eq(self.i.valid),
+                                         post.res_w_half.eq(target["r"]),
+                                         post.res_addr.eq(addr), post.res_data.eq(word)],
+                       then="QUEUE")
             with m.State("QUEUE"):
                 # The tile's result words: ceil(output pixels * rows per pixel / rows per word)
                 # (pooled tiles have whole 2x2 blocks, a quarter of the pixels).
