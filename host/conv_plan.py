@@ -24,7 +24,6 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..rtl.conv.config import EngineConfig
 from ..rtl.conv.descriptor import DESCRIPTOR_BYTES
 from ..rtl.conv.pe_array import LATENCY as ARRAY_LATENCY
 from ..rtl.conv.post import POST_LATENCY

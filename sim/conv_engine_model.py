@@ -6,7 +6,6 @@ gateware: the host's packing (host/conv_link.py) is tested against it, and the R
 can compare tile by tile when a layer goes wrong.
 """
 
-import math
 
 import numpy as np
 from amaranth import Shape

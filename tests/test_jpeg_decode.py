@@ -1,7 +1,6 @@
 """Decoding files on a device: the simulated core and the CPU give the same images; files the
 core does not support fall back to the CPU; malformed files are errors with the reason."""
 
-import numpy as np
 import pytest
 import simplejpeg
 

@@ -20,7 +20,6 @@ def run_array(cfg, pixels, gap_prob, seed):
     (clock, col, accs) and the expected beats."""
     rng = random.Random(seed)
     dut = PeArray(cfg)
-    lo, hi = -(1 << (cfg.operand_bits - 1)), (1 << (cfg.operand_bits - 1)) - 1
     schedule = []               # per clock: (x, w per PE, first, last) or None
     expected = []
     for elements in pixels:

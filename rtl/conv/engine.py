@@ -20,7 +20,7 @@ finished tiles; ``load_stalls`` clocks the loader waited for a free half, ``outp
 clocks a result word waited for the link.
 """
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from .config import EngineConfig
 from .descriptor import TileDescriptor, DescriptorError as E, MAGIC, PARAM_RECORD_BYTES
 from .input_buffer import InputBuffer
-from .pe_array import LATENCY, PeArray
+from .pe_array import PeArray
 from .post import PostLanes
 from .walker import Walker
 from .weight_banks import WeightBanks

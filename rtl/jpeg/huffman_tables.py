@@ -25,7 +25,7 @@ id above 3, a code space that overflows, more than 256 symbols, and a body that 
 raise ``error``, which stays set.
 """
 
-from amaranth import Module, Signal, Array, Mux, Cat, Const
+from amaranth import Module, Signal, Array, Cat, Const
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out

@@ -11,7 +11,7 @@ answers through ``reply``.  ``regs`` are the register values (``Register`` numbe
 them; unlisted registers read 0); ``reset`` pulses when 1 is written to ``Register.RESET``.
 """
 
-from amaranth import Cat, Const, Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 

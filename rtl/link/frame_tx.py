@@ -7,7 +7,7 @@ producer must deliver exactly ``length`` payload beats (``last`` on the final on
 needed).  Layout: :mod:`.protocol`.
 """
 
-from amaranth import Cat, Module, Signal
+from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
