@@ -128,3 +128,15 @@ def test_data_frames_reach_the_data_path_and_replies_go_out():
     replies = [r for r in responses if r[0] == DATA_OP]
     assert replies == [(DATA_OP, 0, 100 + n, bytes(reversed(p))) for n, p in enumerate(payloads)]
     assert [r[2] for r in responses if r[0] == Opcode.PING] == [200 + n for n in range(8)]
+
+
+def test_replies_go_out_while_a_data_frame_waits():
+    """The data path takes no new frame until its reply is out (as a decoder core whose
+    output is full stops reading): back-to-back data frames must not deadlock the link."""
+    # A long frame, then a short one that is checked and waiting when the long one ends.
+    payloads = [bytes([n]) * (200 if n % 2 == 0 else 1) for n in range(6)]
+    requests = [encode_frame(DATA_OP, 300 + n, p) for n, p in enumerate(payloads)]
+    responses, data_frames, _ = run(requests, [0] * 64, seed=7)
+    assert data_frames == [(300 + n, p) for n, p in enumerate(payloads)]
+    assert [(r[2], r[3]) for r in responses] == [(300 + n, bytes(reversed(p)))
+                                                 for n, p in enumerate(payloads)]

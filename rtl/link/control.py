@@ -69,10 +69,48 @@ class LinkControl(wiring.Component):
         reg_value = Signal(32)
         m.d.comb += reg_value.eq(self.regs[reg_index])
 
+        # The sender is shared, a frame at a time, between the answers of this control plane
+        # and the data path's replies.  The two sides are independent: a data frame waiting
+        # for room in a core must not keep that core's replies (which free the room) from
+        # going out.
+        req_header = stream.Signature(FrameHeader).create(path=("req_header",))
+        req_payload = stream.Signature(8).create(path=("req_payload",))
+        owner_length = Signal(32)
+        owner_count = Signal(32)
+        with m.FSM(name="sender"):
+            with m.State("FREE"):
+                with m.If(self.reply_header.valid):
+                    wiring.connect(m, wiring.flipped(self.reply_header), tx.header)
+                    with m.If(tx.header.ready):
+                        m.d.sync += [owner_length.eq(self.reply_header.payload.length),
+                                     owner_count.eq(0)]
+                        with m.If(self.reply_header.payload.length != 0):
+                            m.next = "REPLY"
+                with m.Elif(req_header.valid):
+                    wiring.connect(m, req_header, tx.header)
+                    with m.If(tx.header.ready):
+                        m.d.sync += [owner_length.eq(req_header.payload.length),
+                                     owner_count.eq(0)]
+                        with m.If(req_header.payload.length != 0):
+                            m.next = "ANSWER"
+            with m.State("REPLY"):
+                wiring.connect(m, wiring.flipped(self.reply), tx.payload)
+                with m.If(self.reply.valid & tx.payload.ready):
+                    m.d.sync += owner_count.eq(owner_count + 1)
+                    with m.If(owner_count + 1 == owner_length):
+                        m.next = "FREE"
+            with m.State("ANSWER"):
+                wiring.connect(m, req_payload, tx.payload)
+                with m.If(req_payload.valid & tx.payload.ready):
+                    m.d.sync += owner_count.eq(owner_count + 1)
+                    with m.If(owner_count + 1 == owner_length):
+                        m.next = "FREE"
+
         def send_header(opcode, status, length):
-            m.d.comb += [tx.header.valid.eq(1), tx.header.payload.opcode.eq(opcode),
-                         tx.header.payload.status.eq(status), tx.header.payload.tag.eq(request.tag),
-                         tx.header.payload.length.eq(length)]
+            m.d.comb += [req_header.valid.eq(1), req_header.payload.opcode.eq(opcode),
+                         req_header.payload.status.eq(status),
+                         req_header.payload.tag.eq(request.tag),
+                         req_header.payload.length.eq(length)]
 
         with m.FSM(name="control"):
             with m.State("IDLE"):
@@ -93,42 +131,24 @@ class LinkControl(wiring.Component):
                     with m.Else():
                         m.d.sync += [error_status.eq(Status.BAD_OPCODE), error_opcode.eq(h.opcode)]
                         m.next = "DRAIN"
-                with m.Elif(self.reply_header.valid):
-                    m.next = "REPLY_HEADER"
             # A data frame goes on whole to the data path.
             with m.State("DATA"):
                 wiring.connect(m, rx.o, wiring.flipped(self.data))
                 with m.If(rx.o.valid & self.data.ready & beat.last):
                     m.next = "IDLE"
-            # Replies of the data path go out whole, header then payload.
-            with m.State("REPLY_HEADER"):
-                m.d.comb += [tx.header.valid.eq(1), tx.header.payload.eq(self.reply_header.payload),
-                             self.reply_header.ready.eq(tx.header.ready)]
-                with m.If(tx.header.ready):
-                    m.d.sync += [count.eq(0), request.eq(self.reply_header.payload)]
-                    with m.If(self.reply_header.payload.length == 0):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "REPLY"
-            with m.State("REPLY"):
-                wiring.connect(m, wiring.flipped(self.reply), tx.payload)
-                with m.If(self.reply.valid & tx.payload.ready):
-                    m.d.sync += count.eq(count + 1)
-                    with m.If(count + 1 == request.length):
-                        m.next = "IDLE"
             # PING: the payload streams back as it arrives.
             with m.State("PING_HEADER"):
                 send_header(Opcode.PING, Status.OK, request.length)
-                with m.If(tx.header.ready):
+                with m.If(req_header.ready):
                     with m.If(request.length == 0):
                         m.d.comb += rx.o.ready.eq(1)            # the single empty beat
                         m.next = "IDLE"
                     with m.Else():
                         m.next = "PING"
             with m.State("PING"):
-                m.d.comb += [tx.payload.valid.eq(rx.o.valid), tx.payload.payload.eq(beat.data),
-                             rx.o.ready.eq(tx.payload.ready)]
-                with m.If(rx.o.valid & tx.payload.ready & beat.last):
+                m.d.comb += [req_payload.valid.eq(rx.o.valid), req_payload.payload.eq(beat.data),
+                             rx.o.ready.eq(req_payload.ready)]
+                with m.If(rx.o.valid & req_payload.ready & beat.last):
                     m.next = "IDLE"
             # READ_REGS (4 bytes: first, count) and WRITE_REG (6 bytes: register, value).
             with m.State("ARGS"):
@@ -159,15 +179,15 @@ class LinkControl(wiring.Component):
                     m.next = "ERROR_HEADER"
             with m.State("READ_HEADER"):
                 send_header(Opcode.READ_REGS, Status.OK, reg_left << 2)
-                with m.If(tx.header.ready):
+                with m.If(req_header.ready):
                     with m.If(reg_left == 0):
                         m.next = "IDLE"
                     with m.Else():
                         m.next = "READ"
             with m.State("READ"):
-                m.d.comb += [tx.payload.valid.eq(1),
-                             tx.payload.payload.eq(reg_value.word_select(byte_index, 8))]
-                with m.If(tx.payload.ready):
+                m.d.comb += [req_payload.valid.eq(1),
+                             req_payload.payload.eq(reg_value.word_select(byte_index, 8))]
+                with m.If(req_payload.ready):
                     m.d.sync += byte_index.eq(byte_index + 1)
                     with m.If(byte_index == 3):
                         m.d.sync += [reg_index.eq(reg_index + 1), reg_left.eq(reg_left - 1)]
@@ -175,7 +195,7 @@ class LinkControl(wiring.Component):
                             m.next = "IDLE"
             with m.State("WRITE_HEADER"):
                 send_header(Opcode.WRITE_REG, Status.OK, 0)
-                with m.If(tx.header.ready):
+                with m.If(req_header.ready):
                     m.next = "IDLE"
             # Refusals: the payload is dropped, then one ERROR frame.
             with m.State("DRAIN"):
@@ -184,10 +204,10 @@ class LinkControl(wiring.Component):
                     m.next = "ERROR_HEADER"
             with m.State("ERROR_HEADER"):
                 send_header(Opcode.ERROR, error_status, 1)
-                with m.If(tx.header.ready):
+                with m.If(req_header.ready):
                     m.next = "ERROR_BYTE"
             with m.State("ERROR_BYTE"):
-                m.d.comb += [tx.payload.valid.eq(1), tx.payload.payload.eq(error_opcode)]
-                with m.If(tx.payload.ready):
+                m.d.comb += [req_payload.valid.eq(1), req_payload.payload.eq(error_opcode)]
+                with m.If(req_payload.ready):
                     m.next = "IDLE"
         return m
