@@ -1,0 +1,130 @@
+"""The accelerator top: one byte-stream host link, JPEG decoder cores behind it.
+
+Link bytes -> :class:`~dlforge.rtl.link.control.LinkControl` (frames checked before anything
+acts; pings, registers and error frames answered there) -> ``JPEG_DATA``/``JPEG_END`` frames
+to the decoder cores, a file to each core in turn -> each core's results as reply frames
+(:class:`~dlforge.rtl.link.jpeg_reply.JpegReplier`) -> interleaved a frame at a time back onto
+the link.  A file's frames are sent back to back (one tag per file; bit 0 of the request's
+status byte asks for fast upsampling); files for different cores decode at the same time.
+Register values: :class:`~dlforge.rtl.link.protocol.Register`.
+
+Not here yet: the convolution engine's route (``CONV_WORDS``).
+"""
+
+from amaranth import Module, ResetInserter, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .jpeg.core import JpegCore
+from .jpeg.packets import input_layout
+from .link.control import LinkControl
+from .link.jpeg_reply import TAG_BITS, JpegReplier
+from .link.protocol import MAX_PAYLOAD, VERSION, Opcode, Register
+
+__all__ = ["AcceleratorTop"]
+
+
+class AcceleratorTop(wiring.Component):
+    i: In(stream.Signature(8))
+    o: Out(stream.Signature(8))
+
+    def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD,
+                 input_fifo_depth=64):
+        if cores < 1:
+            raise ValueError(f"cores must be at least 1, not {cores}")
+        self.n_cores, self.max_width, self.max_height = cores, max_width, max_height
+        self.max_payload, self.input_fifo_depth = max_payload, input_fifo_depth
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.n_cores
+        m.submodules.control = control = LinkControl(
+            data_opcodes=[Opcode.JPEG_DATA, Opcode.JPEG_END], max_payload=self.max_payload)
+        wiring.connect(m, wiring.flipped(self.i), control.i)
+        wiring.connect(m, control.o, wiring.flipped(self.o))
+
+        layout = input_layout(1, TAG_BITS)
+        cores, fifos, repliers = [], [], []
+        for k in range(n):
+            core = JpegCore(self.max_width, self.max_height, 1, TAG_BITS)
+            m.submodules[f"core{k}"] = ResetInserter(control.reset)(core)
+            fifo = SyncFIFOBuffered(width=layout.size, depth=self.input_fifo_depth)
+            m.submodules[f"fifo{k}"] = fifo
+            replier = JpegReplier(self.max_payload)
+            m.submodules[f"reply{k}"] = replier
+            m.d.comb += [core.i.payload.eq(fifo.r_data), core.i.valid.eq(fifo.r_rdy),
+                         fifo.r_en.eq(core.i.ready)]
+            wiring.connect(m, core.o, replier.i)
+            cores.append(core)
+            fifos.append(fifo)
+            repliers.append(replier)
+
+        # ---- Requests: each file's bytes to one core, the next file to the next core ----------
+        beat = control.data.payload
+        h = beat.header
+        index = range(max(n, 2))                # (a one-bit index with one core: no 0-bit wires)
+        file_core = Signal(index)
+        to_core = layout(Signal(layout.size))
+        m.d.comb += [to_core.data.eq(beat.data), to_core.keep.eq(1),
+                     to_core.last.eq((h.opcode == Opcode.JPEG_END) & beat.last),
+                     to_core.fast.eq(h.status[0]), to_core.tag.eq(h.tag)]
+        empty = h.length == 0
+        with m.If(empty):
+            m.d.comb += control.data.ready.eq(1)             # nothing to hand on
+        for k, fifo in enumerate(fifos):
+            m.d.comb += fifo.w_data.eq(to_core)
+            with m.If((file_core == k) & ~empty):
+                m.d.comb += [fifo.w_en.eq(control.data.valid), control.data.ready.eq(fifo.w_rdy)]
+        with m.If(control.data.valid & control.data.ready & beat.last
+                  & (h.opcode == Opcode.JPEG_END)):
+            m.d.sync += file_core.eq(0 if n == 1 else (file_core + 1) % n)
+
+        # ---- Replies: a whole frame of one core at a time --------------------------------------
+        owner = Signal(index)
+        replying = Signal()
+        left = Signal(32)
+        after = Signal(index)                # round robin: start looking after the last owner
+        if n == 1:
+            choice, pending = Signal(index), repliers[0].header.valid
+        else:
+            choice = Signal(index)
+            pending = Signal()
+            for offset in reversed(range(n)):
+                k = Signal(index, name=f"candidate{offset}")
+                m.d.comb += k.eq((after + offset) % n)
+                for j, r in enumerate(repliers):
+                    with m.If((k == j) & r.header.valid):
+                        m.d.comb += [choice.eq(j), pending.eq(1)]
+        with m.If(~replying):
+            for j, r in enumerate(repliers):
+                with m.If(pending & (choice == j)):
+                    wiring.connect(m, r.header, control.reply_header)
+                    with m.If(control.reply_header.ready):
+                        m.d.sync += [owner.eq(j), left.eq(r.header.payload.length),
+                                     replying.eq(r.header.payload.length != 0),
+                                     after.eq((j + 1) % n)]
+        with m.Else():
+            for j, r in enumerate(repliers):
+                with m.If(owner == j):
+                    wiring.connect(m, r.payload, control.reply)
+            with m.If(control.reply.valid & control.reply.ready):
+                m.d.sync += left.eq(left - 1)
+                with m.If(left == 1):
+                    m.d.sync += replying.eq(0)
+
+        # ---- Registers -----------------------------------------------------------------------
+        cycles = Signal(32)
+        m.d.sync += cycles.eq(cycles + 1)
+        regs = control.regs
+        m.d.comb += [regs[Register.VERSION].eq(VERSION), regs[Register.CORES].eq(n),
+                     regs[Register.MAX_WIDTH].eq(self.max_width),
+                     regs[Register.MAX_HEIGHT].eq(self.max_height),
+                     regs[Register.CYCLES].eq(cycles),
+                     regs[Register.CRC_ERRORS].eq(control.crc_errors),
+                     regs[Register.HEADER_ERRORS].eq(control.header_errors)]
+        for k, core in enumerate(cores):
+            m.d.comb += [regs[Register.JPEG_IMAGES + k].eq(core.images),
+                         regs[Register.JPEG_ERRORS + k].eq(core.errors)]
+        return m

@@ -1,0 +1,34 @@
+"""The accelerator top at its byte link (Verilator): JPEG files as frames in, images as frames
+out, bit-exact to the golden model; registers and pings answered; corrupted frames refused
+and resent; two cores."""
+
+import pytest
+
+from dlforge.rtl.top import AcceleratorTop
+from dlforge.sim.runner import run_cocotb
+
+
+def _run(cores=1, max_width=64, max_height=64, max_payload=256, **params):
+    top = AcceleratorTop(cores, max_width, max_height, max_payload)
+    result = run_cocotb(top, name=f"accel_c{cores}_w{max_width}_p{max_payload}",
+                        test_module="dlforge.sim.tb_accel_top",
+                        params=params | {"cores": cores, "max_width": max_width,
+                                         "max_height": max_height, "max_payload": max_payload},
+                        quiet=True)
+    assert result.passed, f"{result.failed} (log: {result.test_dir}/sim.log)"
+    return result.metrics
+
+
+def test_files_through_the_link_with_back_pressure_and_corruption():
+    m = _run(limit=12, ready_prob=0.8, corrupt=0.1, seed=4)
+    assert m["files"] == 12 and m["ok"] >= 6 and m["resends"] >= 1
+
+
+def test_bad_files_between_good_ones_on_two_cores():
+    m = _run(cores=2, corpus="mixed", limit=12, seed=5)
+    assert m["files"] == 12 and 0 < m["ok"] < 12
+
+
+def test_invalid_parameters():
+    with pytest.raises(ValueError):
+        AcceleratorTop(cores=0)
