@@ -1,4 +1,5 @@
-"""The accelerator top: one byte-stream host link, JPEG decoder cores behind it.
+"""The accelerator top: one byte-stream host link, JPEG decoder cores and (optionally) the
+convolution engine behind it.
 
 Link bytes -> :class:`~dlforge.rtl.link.control.LinkControl` (frames checked before anything
 acts; pings, registers and error frames answered there) -> ``JPEG_DATA``/``JPEG_END`` frames
@@ -6,9 +7,9 @@ to the decoder cores, a file to each core in turn -> each core's results as repl
 (:class:`~dlforge.rtl.link.jpeg_reply.JpegReplier`) -> interleaved a frame at a time back onto
 the link.  A file's frames are sent back to back (one tag per file; bit 0 of the request's
 status byte asks for fast upsampling); files for different cores decode at the same time.
-Register values: :class:`~dlforge.rtl.link.protocol.Register`.
-
-Not here yet: the convolution engine's route (``CONV_WORDS``).
+``CONV_WORDS`` frames carry the engine's link words; its results come back as ``CONV_WORDS``
+frames (:mod:`~dlforge.rtl.link.conv_link`).  Register values:
+:class:`~dlforge.rtl.link.protocol.Register`, the engine's counters included.
 """
 
 from amaranth import Module, ResetInserter, Signal
@@ -16,9 +17,11 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from .conv.engine import ConvEngine
 from .jpeg.core import JpegCore
 from .jpeg.packets import input_layout
 from .link.control import LinkControl
+from .link.conv_link import ConvReplier, WordPacker
 from .link.jpeg_reply import TAG_BITS, JpegReplier
 from .link.protocol import MAX_PAYLOAD, VERSION, Opcode, Register
 
@@ -30,9 +33,10 @@ class AcceleratorTop(wiring.Component):
     o: Out(stream.Signature(8))
 
     def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD,
-                 input_fifo_depth=64):
+                 input_fifo_depth=64, conv=None):
         if cores < 1:
             raise ValueError(f"cores must be at least 1, not {cores}")
+        self.conv = conv                    # an EngineConfig, or None for no engine
         self.n_cores, self.max_width, self.max_height = cores, max_width, max_height
         self.max_payload, self.input_fifo_depth = max_payload, input_fifo_depth
         super().__init__()
@@ -40,8 +44,9 @@ class AcceleratorTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.n_cores
-        m.submodules.control = control = LinkControl(
-            data_opcodes=[Opcode.JPEG_DATA, Opcode.JPEG_END], max_payload=self.max_payload)
+        opcodes = [Opcode.JPEG_DATA, Opcode.JPEG_END] + ([Opcode.CONV_WORDS] if self.conv else [])
+        m.submodules.control = control = LinkControl(data_opcodes=opcodes,
+                                                     max_payload=self.max_payload)
         wiring.connect(m, wiring.flipped(self.i), control.i)
         wiring.connect(m, control.o, wiring.flipped(self.o))
 
@@ -71,17 +76,36 @@ class AcceleratorTop(wiring.Component):
                      to_core.last.eq((h.opcode == Opcode.JPEG_END) & beat.last),
                      to_core.fast.eq(h.status[0]), to_core.tag.eq(h.tag)]
         empty = h.length == 0
+        is_conv = h.opcode == Opcode.CONV_WORDS
         with m.If(empty):
             m.d.comb += control.data.ready.eq(1)             # nothing to hand on
         for k, fifo in enumerate(fifos):
             m.d.comb += fifo.w_data.eq(to_core)
-            with m.If((file_core == k) & ~empty):
+            with m.If((file_core == k) & ~empty & ~is_conv):
                 m.d.comb += [fifo.w_en.eq(control.data.valid), control.data.ready.eq(fifo.w_rdy)]
+        if self.conv:
+            engine = ConvEngine(self.conv)
+            m.submodules.engine = ResetInserter(control.reset)(engine)
+            m.submodules.packer = packer = WordPacker(self.conv.link_bytes)
+            m.submodules.conv_reply = conv_reply = ConvReplier(self.conv.link_bytes,
+                                                                self.max_payload)
+            wiring.connect(m, packer.o, engine.i)
+            wiring.connect(m, engine.o, conv_reply.i)
+            m.d.comb += packer.i.payload.eq(beat.data)
+            with m.If(is_conv & ~empty):
+                m.d.comb += [packer.i.valid.eq(control.data.valid),
+                             control.data.ready.eq(packer.i.ready)]
+            with m.If(control.data.valid & is_conv):
+                m.d.sync += conv_reply.tag.eq(h.tag)
         with m.If(control.data.valid & control.data.ready & beat.last
                   & (h.opcode == Opcode.JPEG_END)):
             m.d.sync += file_core.eq(0 if n == 1 else (file_core + 1) % n)
 
-        # ---- Replies: a whole frame of one core at a time --------------------------------------
+        # ---- Replies: a whole frame of one core (or the engine) at a time ----------------------
+        if self.conv:
+            repliers = repliers + [conv_reply]
+            n = len(repliers)
+            index = range(max(n, 2))
         owner = Signal(index)
         replying = Signal()
         left = Signal(32)
@@ -127,4 +151,13 @@ class AcceleratorTop(wiring.Component):
         for k, core in enumerate(cores):
             m.d.comb += [regs[Register.JPEG_IMAGES + k].eq(core.images),
                          regs[Register.JPEG_ERRORS + k].eq(core.errors)]
+        if self.conv:
+            cfg = self.conv
+            m.d.comb += [regs[Register.ARRAY].eq(cfg.rows | cfg.cols << 8 | cfg.simd << 16
+                                                 | cfg.operand_bits << 24),
+                         regs[Register.LINK_BYTES].eq(cfg.link_bytes),
+                         regs[Register.CONV_CYCLES].eq(engine.cycles),
+                         regs[Register.CONV_ARRAY_CYCLES].eq(engine.array_cycles),
+                         regs[Register.CONV_TILES].eq(engine.tiles),
+                         regs[Register.CONV_ERROR].eq(engine.error_code)]
         return m

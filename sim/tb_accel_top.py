@@ -3,8 +3,9 @@ frames out, decoded with the host's frame codec and checked against the golden m
 
 Parameters (``DLFORGE_TB_PARAMS``): corpus (quick | mixed), limit, cores, max_width,
 max_height, max_payload, ready_prob (link output), corrupt (probability that a request frame's
-payload byte is flipped in transit: the device answers BAD_CRC and the testbench resends).
-Metrics: files, ok, clocks, resends.
+payload byte is flipped in transit: the device answers BAD_CRC and the testbench resends);
+conv: the engine's EngineConfig fields (then the convolution test runs instead), layers.
+Metrics: files, ok, clocks, resends (and per conv layer: cycles, tiles).
 """
 
 import json
@@ -45,7 +46,7 @@ def file_requests(tag, data, max_payload, fast=False):
             for n, chunk in enumerate(chunks)]
 
 
-@cocotb.test()
+@cocotb.test(skip="conv" in PARAMS)
 async def decode_over_the_link(dut):
     """Every file through the link, images equal the model's; registers and pings answer."""
     await start(dut, sources=("i",), sinks=("o",))
@@ -58,51 +59,13 @@ async def decode_over_the_link(dut):
                 encode_frame(Opcode.PING, 2, b"hello")]
     for n, data in enumerate(files):
         requests += file_requests(100 + n, data, max_payload, fast=n % 2 == 1)
-    # Request frames go out one by one; a frame answered BAD_CRC goes again (the device did
-    # nothing with it).  A file's frames are consecutive, so a resent frame is resent at once.
-    queue = list(requests)
-    sending = b""
-    decoder = FrameDecoder()
-    responses = []
-    resends = 0
-    clocks = 0
-    budget = 400_000 + 60 * sum(len(r) for r in requests)
-    awaiting_verdict = None
-    while True:
-        ends = sum(1 for r in responses if r.opcode == Opcode.JPEG_END)
-        if ends == len(files) and len([r for r in responses if r.tag in (1, 2)]) == 2:
-            break
-        assert clocks < budget, f"{ends} of {len(files)} files answered after {clocks} clocks"
-        await FallingEdge(dut.clk)
-        if not sending and queue and awaiting_verdict is None:
-            frame = queue.pop(0)
-            wire = bytearray(frame)
-            if corrupt and len(frame) > HEADER_BYTES + 4 and rng.random() < corrupt:
-                wire[rng.randrange(HEADER_BYTES, len(frame) - 4)] ^= 0x01
-                awaiting_verdict = frame          # expect BAD_CRC, then resend this frame
-            sending = bytes(wire)
-        dut.i__valid.value = int(bool(sending))
-        if sending:
-            dut.i__payload.value = sending[0]
-        take = rng.random() < ready_prob
-        dut.o__ready.value = int(take)
-        await ReadOnly()
-        if sending and dut.i__ready.value:
-            sending = sending[1:]
-        if take and dut.o__valid.value:
-            for frame in decoder.feed(bytes([int(dut.o__payload.value)])):
-                if frame.opcode == Opcode.ERROR:
-                    assert frame.status == Status.BAD_CRC and awaiting_verdict is not None, frame
-                    queue.insert(0, awaiting_verdict)
-                    awaiting_verdict = None
-                    resends += 1
-                else:
-                    responses.append(frame)
-        clocks += 1
-    await FallingEdge(dut.clk)
-    dut.i__valid.value = 0
-    assert decoder.bad_headers == decoder.bad_payloads == decoder.dropped_bytes == 0
 
+    def finished(responses):
+        ends = sum(1 for r in responses if r.opcode == Opcode.JPEG_END)
+        return ends == len(files) and len([r for r in responses if r.tag in (1, 2)]) == 2
+
+    responses, clocks, resends = await exchange(dut, requests, finished, rng, ready_prob,
+                                                corrupt)
     regs = next(r for r in responses if r.tag == 1)
     assert struct.unpack("<4I", regs.payload) == (VERSION, int(PARAMS.get("cores", 1)),
                                                   int(PARAMS["max_width"]),
@@ -128,3 +91,113 @@ async def decode_over_the_link(dut):
         ok += 1
     Path("metrics.json").write_text(json.dumps({"files": len(files), "ok": ok,
                                                 "clocks": clocks, "resends": resends}))
+
+
+async def exchange(dut, requests, finished, rng, ready_prob=1.0, corrupt=0.0):
+    """Send request frames over the byte link and collect the response frames until
+    ``finished(responses)``.  Request frames go out one by one; when ``corrupt`` flips a
+    payload byte on the way, the device must answer BAD_CRC, and the frame is sent again
+    (the device did nothing with it), before anything else: a file's frames stay in order."""
+    queue = list(requests)
+    sending = b""
+    decoder = FrameDecoder()
+    responses = []
+    resends = 0
+    clocks = 0
+    budget = 400_000 + 60 * sum(len(r) for r in requests)
+    awaiting_verdict = None
+    while not finished(responses):
+        assert clocks < budget, f"{len(responses)} responses after {clocks} clocks"
+        await FallingEdge(dut.clk)
+        if not sending and queue and awaiting_verdict is None:
+            frame = queue.pop(0)
+            wire = bytearray(frame)
+            if corrupt and len(frame) > HEADER_BYTES + 4 and rng.random() < corrupt:
+                wire[rng.randrange(HEADER_BYTES, len(frame) - 4)] ^= 0x01
+                awaiting_verdict = frame
+            sending = bytes(wire)
+        dut.i__valid.value = int(bool(sending))
+        if sending:
+            dut.i__payload.value = sending[0]
+        take = rng.random() < ready_prob
+        dut.o__ready.value = int(take)
+        await ReadOnly()
+        if sending and dut.i__ready.value:
+            sending = sending[1:]
+        if take and dut.o__valid.value:
+            for frame in decoder.feed(bytes([int(dut.o__payload.value)])):
+                if frame.opcode == Opcode.ERROR:
+                    assert frame.status == Status.BAD_CRC and awaiting_verdict is not None, frame
+                    queue.insert(0, awaiting_verdict)
+                    awaiting_verdict = None
+                    resends += 1
+                else:
+                    responses.append(frame)
+        clocks += 1
+    await FallingEdge(dut.clk)
+    dut.i__valid.value = 0
+    assert decoder.bad_headers == decoder.bad_payloads == decoder.dropped_bytes == 0
+    return responses, clocks, resends
+
+
+@cocotb.test(skip="conv" not in PARAMS)
+async def conv_over_the_link(dut):
+    """Layers as CONV_WORDS frames; results bit-exact; the engine's counters read back."""
+    from dlforge.host.conv_link import layer_words, scatter_results
+    from dlforge.host.conv_plan import LayerShape, plan_layer
+    from dlforge.rtl.conv.config import EngineConfig
+    from dlforge.sim.tb_conv_engine import expected_output, random_tensors
+    import numpy as np
+
+    await start(dut, sources=("i",), sinks=("o",))
+    cfg = EngineConfig(**PARAMS["conv"])
+    rng = random.Random(PARAMS.get("seed", 3))
+    nrng = np.random.default_rng(PARAMS.get("seed", 3))
+    max_payload = int(PARAMS.get("max_payload", 4096))
+    lb = cfg.link_bytes
+    total_tiles = 0
+    for n, spec in enumerate(PARAMS["layers"]):
+        layer = LayerShape(**spec)
+        tiles = plan_layer(layer, cfg).tiles(cfg)
+        t = random_tensors(layer, cfg, nrng)
+        parts = layer_words(layer, cfg, tiles, t)
+        raw = b"".join(w.to_bytes(lb, "little") for words, _ in parts for w in words)
+        tag = 500 + n
+        requests = [encode_frame(Opcode.CONV_WORDS, tag, raw[i:i + max_payload])
+                    for i in range(0, len(raw), max_payload)]
+        n_words = sum(count for _, count in parts)
+
+        def finished(responses):
+            return sum(len(r.payload) for r in responses) == n_words * lb
+
+        responses, _, _ = await exchange(dut, requests, finished, rng,
+                                         float(PARAMS.get("ready_prob", 1.0)),
+                                         float(PARAMS.get("corrupt", 0.0)))
+        assert all(r.opcode == Opcode.CONV_WORDS and r.tag == tag for r in responses)
+        got = b"".join(r.payload for r in responses)
+        words = [int.from_bytes(got[i:i + lb], "little") for i in range(0, len(got), lb)]
+        oh = layer.out_h // 2 if layer.pool else layer.out_h
+        ow = layer.out_w // 2 if layer.pool else layer.out_w
+        out = np.zeros((layer.out_channels, oh, ow), np.int8)
+        position = 0
+        for tile, (_, count) in zip(tiles, parts):
+            if count:
+                scatter_results(layer, cfg, tile, words[position:position + count], out)
+                position += count
+        assert np.array_equal(out, expected_output(layer, t)), f"layer {n} differs"
+        total_tiles += len(tiles)
+
+    def regs_back(responses):
+        return any(r.tag == 9 for r in responses)
+
+    responses, _, _ = await exchange(dut, [encode_frame(
+        Opcode.READ_REGS, 9, struct.pack("<HH", Register.ARRAY, 2))], regs_back, rng)
+    array, link = struct.unpack("<2I", responses[-1].payload)
+    assert array == cfg.rows | cfg.cols << 8 | cfg.simd << 16 | cfg.operand_bits << 24
+    assert link == lb
+    responses, _, _ = await exchange(dut, [encode_frame(
+        Opcode.READ_REGS, 9, struct.pack("<HH", Register.CONV_CYCLES, 4))], regs_back, rng)
+    cycles, array_cycles, tiles, error = struct.unpack("<4I", responses[-1].payload)
+    assert tiles == total_tiles and error == 0 and cycles > array_cycles > 0
+    Path("metrics.json").write_text(json.dumps({"layers": len(PARAMS["layers"]),
+                                                "tiles": tiles, "cycles": cycles}))
