@@ -35,6 +35,7 @@ class AcceleratorTop(wiring.Component):
     def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD,
                  input_fifo_depth=64, conv=None):
         if cores < 1:
+            self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
             raise ValueError(f"cores must be at least 1, not {cores}")
         self.conv = conv                    # an EngineConfig, or None for no engine
         self.n_cores, self.max_width, self.max_height = cores, max_width, max_height

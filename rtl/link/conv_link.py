@@ -51,6 +51,7 @@ class ConvReplier(wiring.Component):
 
     def __init__(self, link_bytes, max_payload=MAX_PAYLOAD):
         if max_payload % link_bytes:
+            self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
             raise ValueError("max_payload must be a multiple of link_bytes")
         self.link_bytes, self.max_payload = link_bytes, max_payload
         super().__init__({
