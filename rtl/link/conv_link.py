@@ -72,6 +72,7 @@ class ConvReplier(wiring.Component):
         rd = Signal(range(depth + 1))
         byte = Signal(range(lb))
         advance = Signal()                     # the last byte of a word was taken
+        frame_tag = Signal(16)
         taken = self.payload.valid & self.payload.ready
         m.d.comb += [advance.eq(taken & (byte == lb - 1)), rp.addr.eq(rd + advance)]
 
@@ -82,12 +83,13 @@ class ConvReplier(wiring.Component):
                 with m.If(self.i.valid):
                     m.d.sync += words.eq(words + 1)
                     with m.If(self.i.payload.last | (words + 1 == depth)):
+                        m.d.sync += frame_tag.eq(self.tag)      # held while the header waits
                         m.next = "HEADER"
             with m.State("HEADER"):
                 m.d.comb += [self.header.valid.eq(1),
                              self.header.payload.opcode.eq(Opcode.CONV_WORDS),
                              self.header.payload.status.eq(Status.OK),
-                             self.header.payload.tag.eq(self.tag),
+                             self.header.payload.tag.eq(frame_tag),
                              self.header.payload.length.eq(words * lb), rp.addr.eq(0)]
                 with m.If(self.header.ready):
                     m.d.sync += [rd.eq(0), byte.eq(0)]
