@@ -38,7 +38,8 @@ from PIL import Image
 
 __all__ = [
     "CorpusFile", "JpegSyntaxError", "SOF_MARKERS", "STD_HUFFMAN_TABLES", "ZIGZAG",
-    "baseline_corpus", "describe", "huffman_tables", "malformed_corpus", "photo_corpus",
+    "baseline_corpus", "describe", "huffman_tables", "malformed_corpus", "mixed_corpus",
+    "photo_corpus",
     "quant_tables", "segments", "shipped_jpegs", "unsupported_corpus", "write_corpus",
 ]
 
@@ -1000,6 +1001,14 @@ def _swap_ac(data):
         if m == 0xC4 and data[o + 4] in (0x10, 0x11):
             data = _patch(data, o + 4, [data[o + 4] ^ 0x01])
     return data
+
+
+def mixed_corpus():
+    """Quick-corpus files alternating with malformed and unsupported ones: each bad file is
+    followed by a good one, which must still decode."""
+    good = baseline_corpus("quick")
+    bad = malformed_corpus() + unsupported_corpus()
+    return [f for pair in zip(good, bad) for f in pair]
 
 
 def write_corpus(files, directory):

@@ -28,13 +28,8 @@ PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
 
 
 def _files():
-    kind = PARAMS.get("corpus", "quick")
-    good = jpeg_corpus.baseline_corpus("quick")
-    if kind == "mixed":
-        bad = jpeg_corpus.malformed_corpus() + jpeg_corpus.unsupported_corpus()
-        corpus = [f for pair in zip(good, bad) for f in pair]
-    else:
-        corpus = good
+    corpus = (jpeg_corpus.mixed_corpus() if PARAMS.get("corpus", "quick") == "mixed"
+              else jpeg_corpus.baseline_corpus("quick"))
     return [f.data for f in corpus[:int(PARAMS.get("limit", 10))]]
 
 

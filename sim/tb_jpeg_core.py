@@ -55,9 +55,7 @@ def _jobs():
             corpus = jpeg_fuzz.fuzz_corpus(int(PARAMS.get("limit", 300)),
                                            seed=int(PARAMS.get("seed", 7)))
         elif kind == "mixed":
-            good = jpeg_corpus.baseline_corpus("quick")
-            bad = jpeg_corpus.malformed_corpus() + jpeg_corpus.unsupported_corpus()
-            corpus = [f for pair in zip(good, bad) for f in pair]
+            corpus = jpeg_corpus.mixed_corpus()
         else:
             corpus = jpeg_corpus.baseline_corpus(kind)
         files = [(f.name, f.data) for f in corpus]

@@ -2,7 +2,32 @@
 
 import random
 
-__all__ = ["run_stream"]
+__all__ = ["run_stream", "send_beats", "collect_beats"]
+
+
+async def send_beats(ctx, port, beats, rng=None, gap_prob=0.0):
+    """Offer each beat on stream ``port`` until it is taken; with ``rng``, idle clocks come
+    before a beat with probability ``gap_prob`` each.  ``valid`` is low afterwards."""
+    for beat in beats:
+        while rng is not None and rng.random() < gap_prob:
+            ctx.set(port.valid, 0)
+            await ctx.tick()
+        ctx.set(port.valid, 1)
+        ctx.set(port.payload, beat)
+        await ctx.tick().until(port.ready)
+    ctx.set(port.valid, 0)
+
+
+async def collect_beats(ctx, port, out, rng, ready_prob=1.0):
+    """Forever: draw ``ready`` at random and append every beat taken to ``out``.  Values are
+    sampled at the clock edge, so testbenches that drive the producer in the same clock
+    cannot race this one (run it as a background testbench)."""
+    while True:
+        ctx.set(port.ready, rng.random() < ready_prob)
+        _, _, valid, ready, payload = await ctx.tick().sample(port.valid, port.ready,
+                                                              port.payload)
+        if valid and ready:
+            out.append(payload)
 
 
 def run_stream(dut, beats_in, n_out, *, valid_prob=1.0, ready_prob=1.0, seed=0, max_cycles=None):

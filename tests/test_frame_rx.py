@@ -6,6 +6,8 @@ import random
 
 from amaranth.sim import Simulator
 
+from amaranth_streams import send_beats
+
 from dlforge.rtl.link.frame_rx import FrameReceiver
 from dlforge.rtl.link.protocol import HEADER_BYTES, MAGIC, Status, encode_frame
 
@@ -18,14 +20,7 @@ def _run(stream, max_payload, seed, expected_frames, expected_errors):
     frames, errors, current, counters = [], [], bytearray(), {}
 
     async def feed(ctx):
-        for byte in stream:
-            while rng.random() < 0.2:
-                ctx.set(dut.i.valid, 0)
-                await ctx.tick()
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, byte)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+        await send_beats(ctx, dut.i, stream, rng, gap_prob=0.2)
 
     async def drain(ctx):
         while True:

@@ -6,6 +6,8 @@ import struct
 
 from amaranth.sim import Simulator
 
+from amaranth_streams import send_beats
+
 from dlforge.rtl.jpeg.packets import HeaderLayout, OutputKind, TrailerLayout, output_layout
 from dlforge.rtl.link.jpeg_reply import END_RECORD, JpegReplier
 from dlforge.rtl.link.protocol import Opcode
@@ -42,14 +44,7 @@ def test_files_become_frames():
     frames = []
 
     async def source(ctx):
-        for beat in beats:
-            while rng.random() < 0.3:
-                ctx.set(dut.i.valid, 0)
-                await ctx.tick()
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, LAYOUT.const(beat))
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+        await send_beats(ctx, dut.i, [LAYOUT.const(beat) for beat in beats], rng, gap_prob=0.3)
 
     async def sink(ctx):
         current = None

@@ -7,6 +7,8 @@ import struct
 
 from amaranth.sim import Simulator
 
+from amaranth_streams import send_beats
+
 from dlforge.rtl.link.control import LinkControl
 from dlforge.rtl.link.protocol import (FrameDecoder, Opcode, Register, Status, encode_frame)
 
@@ -26,11 +28,7 @@ def run(requests, regs, seed=1, ready_prob=0.8):
     async def feed(ctx):
         for n, value in enumerate(regs):
             ctx.set(dut.regs[n], value)
-        for byte in stream:
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, byte)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+        await send_beats(ctx, dut.i, stream)
 
     async def sink(ctx):
         # Values sampled at the clock edge: what was really transferred, whatever order the

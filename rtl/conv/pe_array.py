@@ -17,6 +17,9 @@ beat ``c`` holds channels ``c * rows`` to ``c * rows + rows - 1``.  The array ne
 ``LATENCY`` is the clock count from an element entering column 0 to its column-0 result beat.
 """
 
+import functools
+import operator
+
 from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -108,19 +111,10 @@ class PeArray(wiring.Component):
         for c, done in enumerate(finishing):
             with m.If(done):
                 m.d.comb += col.eq(c)
-        m.d.comb += [self.o.valid.eq(_any(finishing)), self.o.payload.col.eq(col)]
+        m.d.comb += [self.o.valid.eq(Cat(*finishing).any()), self.o.payload.col.eq(col)]
         for r in range(cfg.rows):
             terms = [done.replicate(cfg.acc_bits) & result.as_unsigned()
                      for done, result in lane_terms[r]]
-            lane = terms[0]
-            for t in terms[1:]:
-                lane = lane | t
-            m.d.comb += self.o.payload.acc[r].eq(lane)
+            m.d.comb += self.o.payload.acc[r].eq(functools.reduce(operator.or_, terms))
         return m
 
-
-def _any(bits):
-    out = bits[0]
-    for b in bits[1:]:
-        out = out | b
-    return out
