@@ -5,6 +5,7 @@ import json
 import sys
 
 from .blocks import BLOCKS, get_block
+from .runtime_commands import add_runtime_commands
 
 __all__ = ["main"]
 
@@ -88,6 +89,14 @@ def cmd_synth(args):
 def cmd_bench(args):
     """Run a block's speed measurement in simulation and print the figures as JSON."""
     from ..sim.runner import default_simulator, run_cocotb
+    if args.block == "loader":
+        from ..host.bench_loader import bench_loader
+        print(json.dumps(bench_loader(args.files or None, device=args.device), indent=2))
+        return 0
+    if args.block == "sim-board":
+        from ..sim.sim_board import bench_sim_board
+        print(json.dumps(bench_sim_board(cores=args.cores or 1), indent=2))
+        return 0
     block = get_block(args.block)
     if block.bench is None:
         raise ValueError(f"{block.name} has no benchmark")
@@ -124,64 +133,6 @@ def cmd_bench(args):
               "passed": result.passed, **result.metrics}
     print(json.dumps(report, indent=2))
     return 0 if result.passed else 1
-
-
-def cmd_decode(args):
-    """Decode files on a device; write <stem>.npy per file; JSON or a table."""
-    from pathlib import Path
-    import numpy as np
-    from ..host.jpeg_decode import decode_files
-    results = decode_files(args.files, device=args.device, upsample=args.upsample,
-                           max_width=args.max_width)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        for r in results:
-            if r.pixels is not None:
-                np.save(out / f"{Path(r.file).stem}.npy", r.pixels)
-    if args.json:
-        print(json.dumps({"device": args.device, "upsample": args.upsample,
-                          "files": [r.as_dict() for r in results]}, indent=2))
-    else:
-        for r in results:
-            size = f"{r.width}x{r.height}" if r.width else "-"
-            cycles = f"{r.cycles} cycles" if r.cycles is not None else ""
-            print(f"{r.status:<8} {size:>11} {cycles:>14}  {r.file}"
-                  + (f"  ({r.error})" if r.error else ""))
-    return 1 if any(r.status == "error" for r in results) else 0
-
-
-def cmd_conv(args):
-    """One layer through the engine (sim) or the golden model (cpu); Y.npy out."""
-    import numpy as np
-    from ..host.conv_run import run_conv
-    from ..rtl.conv.config import EngineConfig
-
-    def load(path, what):
-        if path is None:
-            return None
-        try:
-            return np.load(path)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read {what} {path}: {exc}") from None
-
-    fields = ("rows", "cols", "simd", "weight_depth", "input_depth", "psum_depth", "link_bytes")
-    config = EngineConfig(**{f: getattr(args, f) for f in fields if getattr(args, f) is not None})
-    y, info = run_conv(load(args.input, "input"), load(args.weight, "weights"),
-                       load(args.bias, "bias"), load(args.multiplier, "multiplier"),
-                       load(args.shift, "shift"), stride=args.stride, padding=args.padding,
-                       groups=args.groups, relu=args.relu, pool=args.pool == "max2",
-                       residual=load(args.residual, "residual"), device=args.device,
-                       config=config)
-    np.save(args.out, y)
-    info = {"out": args.out, "shape": list(y.shape), "dtype": str(y.dtype)} | info
-    if args.json:
-        print(json.dumps(info, indent=2))
-    else:
-        extra = (f", {info['cycles']} cycles (predicted {info['predicted_cycles']}), "
-                 f"utilisation {info['utilization']:.1%}" if "cycles" in info else "")
-        print(f"wrote {args.out}: {tuple(y.shape)} {y.dtype} on {info['device']}{extra}")
-    return 0
 
 
 def _table(rows):
@@ -229,8 +180,11 @@ def build_parser():
     _add_block_params(sim)
     sim.set_defaults(func=cmd_sim)
 
-    bench = sub.add_parser("bench", help="measure a block's speed in simulation (JSON)")
-    bench.add_argument("block", choices=BLOCKS())
+    bench = sub.add_parser("bench", help="measure a block's speed in simulation, the host "
+                                         "runtime (loader) or the simulated board (JSON)")
+    bench.add_argument("block", choices=BLOCKS() + ("loader", "sim-board"))
+    bench.add_argument("--device", default="sim",
+                       help="loader: the device to measure the host path against")
     bench.add_argument("files", nargs="*", metavar="FILE",
                        help="JPEG files to measure (decoder blocks; default: --corpus)")
     bench.add_argument("--sim", choices=("verilator", "icarus"), default=None)
@@ -244,39 +198,7 @@ def build_parser():
     _add_block_params(bench)
     bench.set_defaults(func=cmd_bench)
 
-    decode = sub.add_parser("decode", help="decode JPEG files on a device (default: the "
-                                           "simulated decoder core)")
-    decode.add_argument("files", nargs="+", metavar="FILE")
-    decode.add_argument("--device", choices=("sim", "cpu"), default="sim")
-    decode.add_argument("--upsample", choices=("fancy", "fast"), default="fancy")
-    decode.add_argument("--out", default=None, help="write <file stem>.npy here")
-    decode.add_argument("--json", action="store_true")
-    decode.add_argument("--max-width", type=int, default=4096, dest="max_width",
-                        help="the simulated core's width limit")
-    decode.set_defaults(func=cmd_decode)
-
-    conv = sub.add_parser("conv", help="run one convolution layer on a device (default: the "
-                                       "simulated engine)")
-    conv.add_argument("--device", choices=("sim", "cpu"), default="sim")
-    conv.add_argument("--input", required=True, help="X.npy: int8 (N, C, H, W) or (C, H, W)")
-    conv.add_argument("--weight", required=True, help="W.npy: int8 (OC, C/groups, KH, KW)")
-    conv.add_argument("--bias", default=None, help="B.npy: int32 (OC,)")
-    conv.add_argument("--multiplier", default=None, help="M.npy: (OC,), 0 < m < 2**31")
-    conv.add_argument("--shift", default=None, help="S.npy: (OC,), 1 <= s <= 62")
-    conv.add_argument("--stride", type=int, default=1)
-    conv.add_argument("--padding", type=int, default=0)
-    conv.add_argument("--groups", type=int, default=1)
-    conv.add_argument("--relu", action="store_true")
-    conv.add_argument("--pool", choices=("max2",), default=None, help="fused 2x2 max pool")
-    conv.add_argument("--residual", default=None,
-                      help="R.npy: int8, the output's shape before pooling, added before the clamp")
-    conv.add_argument("--out", required=True, help="Y.npy")
-    conv.add_argument("--json", action="store_true")
-    for name in ("rows", "cols", "simd", "weight_depth", "input_depth", "psum_depth",
-                 "link_bytes"):
-        conv.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, dest=name,
-                          help="engine parameter (sim)")
-    conv.set_defaults(func=cmd_conv)
+    add_runtime_commands(sub)
 
     from ..boards.ooc import DEVICES
     synth = sub.add_parser("synth", help="out-of-context synthesis, place and route of a block "

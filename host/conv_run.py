@@ -1,27 +1,41 @@
-"""Run one convolution layer on a device: the simulated engine (its generated Verilog under
-Verilator), or the golden model on the CPU.  Tensors follow the brief's contract."""
-
-import tempfile
-from dataclasses import asdict
-from pathlib import Path
+"""Run one convolution layer on a device: any board or simulated board through the host
+runtime (the tiles planned for the engine the device reports), or the golden model on the
+CPU.  Tensors follow the brief's contract."""
 
 import numpy as np
 
 from ..rtl.conv.config import EngineConfig
+from ..rtl.link.protocol import Register
 from ..sim.conv_model import conv_layer, output_size
 from .conv_link import LayerTensors, layer_words, scatter_results
 from .conv_plan import LayerShape, plan_layer, utilization
+from .device import CpuDevice, open_device
 
-__all__ = ["run_conv", "DEVICES"]
+__all__ = ["run_conv", "engine_config"]
 
-DEVICES = ("sim", "cpu")
+
+def engine_config(board):
+    """The EngineConfig of a board's engine, from its registers."""
+    array, link = board.read_regs(Register.ARRAY, 2)
+    if not array:
+        raise ValueError(f"{board.name} has no convolution engine")
+    depths = board.read_regs(Register.CONV_WEIGHT_DEPTH, 4)
+    return EngineConfig(rows=array & 0xFF, cols=array >> 8 & 0xFF, simd=array >> 16 & 0xFF,
+                        operand_bits=array >> 24 & 0xFF, weight_depth=depths[0],
+                        input_depth=depths[1], psum_depth=depths[2], link_bytes=link,
+                        max_reduction=depths[3])
 
 
 def run_conv(x, w, bias=None, multiplier=None, shift=None, *, stride=1, padding=0, groups=1,
-             relu=False, pool=False, residual=None, device="sim", config=None, sim=None):
-    """``y`` for an (N, C, H, W) int8 batch, and a dict of what the device reports."""
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+             relu=False, pool=False, residual=None, device="sim", config=None):
+    """``y`` for an (N, C, H, W) int8 batch, and a dict of what the device reports.
+
+    ``device``: a device string or an open device.  ``config``: the engine to build when
+    ``device`` is ``sim`` (default: EngineConfig()); other devices report their own."""
+    if isinstance(device, CpuDevice):
+        device = "cpu"
+    if device == "cpu" and config is not None:
+        raise ValueError("config is for the simulated board; the cpu device has no engine")
     x, w = np.asarray(x), np.asarray(w)
     if x.ndim == 3:
         x = x[None]
@@ -40,7 +54,24 @@ def run_conv(x, w, bias=None, multiplier=None, shift=None, *, stride=1, padding=
     if multiplier is None or shift is None:
         raise ValueError("the engine's results are int8: give a multiplier and a shift "
                          "(the cpu device returns the int32 accumulators without them)")
-    cfg = config or EngineConfig()
+    if isinstance(device, str) and device != "sim" and config is not None:
+        raise ValueError("config chooses the engine of a simulated board built for the run; "
+                         f"{device} reports its own engine")
+    owned = isinstance(device, str)
+    board = open_device(device, conv=config or True) if device == "sim" else open_device(device)
+    try:
+        if not hasattr(board, "conv_exchange"):
+            raise ValueError(f"{board.name} cannot run convolution layers")
+        return _on_board(board, x, w, bias, multiplier, shift, stride, padding, groups, relu,
+                         pool, residual)
+    finally:
+        if owned:
+            board.close()
+
+
+def _on_board(board, x, w, bias, multiplier, shift, stride, padding, groups, relu, pool,
+              residual):
+    cfg = engine_config(board)
     n, c, h, wd = x.shape
     layer = LayerShape("layer", c, h, wd, w.shape[0], (w.shape[2], w.shape[3]), stride,
                        padding, groups, relu=relu, pool=pool, residual=residual is not None)
@@ -54,7 +85,16 @@ def run_conv(x, w, bias=None, multiplier=None, shift=None, *, stride=1, padding=
         parts = layer_words(layer, cfg, tiles, t)
         words += [word for tile_words, _ in parts for word in tile_words]
         per_image.append([count for _, count in parts])
-    metrics, results = _simulate(cfg, words, sum(map(sum, per_image)), sim)
+    lb = cfg.link_bytes
+    raw = b"".join(word.to_bytes(lb, "little") for word in words)
+    n_out = sum(map(sum, per_image))
+    (before,) = board.read_regs(Register.CONV_CYCLES, 1)
+    got = board.conv_exchange(raw, n_out * lb)
+    (after, error) = board.read_regs(Register.CONV_CYCLES, 1) + board.read_regs(
+        Register.CONV_ERROR, 1)
+    if error:
+        raise RuntimeError(f"{board.name}: the engine reported descriptor error {error}")
+    results = [int.from_bytes(got[i:i + lb], "little") for i in range(0, len(got), lb)]
     oh = layer.out_h // 2 if pool else layer.out_h
     ow = layer.out_w // 2 if pool else layer.out_w
     y = np.zeros((n, layer.out_channels, oh, ow), np.int8)
@@ -64,30 +104,7 @@ def run_conv(x, w, bias=None, multiplier=None, shift=None, *, stride=1, padding=
             if count:
                 scatter_results(layer, cfg, tile, results[position:position + count], y[image])
                 position += count
-    cycles = metrics["cycles"]
-    return y, {"device": "sim", "config": cfg.as_dict(), "plan": plan.as_dict(),
+    cycles = (after - before) & 0xFFFFFFFF
+    return y, {"device": board.name, "config": cfg.as_dict(), "plan": plan.as_dict(),
                "tiles": len(tiles) * n, "predicted_cycles": plan.cycles * n, "cycles": cycles,
                "utilization": round(utilization(layer, cfg, cycles / n), 4)}
-
-
-def _simulate(cfg, words, n_out, sim):
-    from ..gen.blocks import get_block
-    from ..sim.runner import run_cocotb
-    block = get_block("conv")
-    params = block.full_params(asdict(cfg))
-    engine = block.build(**params)
-    lb = cfg.link_bytes
-    with tempfile.TemporaryDirectory(prefix="dlforge-conv-") as tmp:
-        words_file = Path(tmp) / "words.bin"
-        results_file = Path(tmp) / "results.bin"
-        words_file.write_bytes(b"".join(word.to_bytes(lb, "little") for word in words))
-        run = run_cocotb(engine, name=block.module_name(params), test_module=block.testbench,
-                         params={"config": asdict(cfg), "words": str(words_file),
-                                 "results": str(results_file), "n_out": n_out},
-                         sim=sim, testcase="stream_words", quiet=True)
-        if not run.passed:
-            raise RuntimeError(f"the simulated engine failed: {run.failed} "
-                               f"(log: {run.test_dir}/sim.log)")
-        raw = results_file.read_bytes()
-    results = [int.from_bytes(raw[i:i + lb], "little") for i in range(0, len(raw), lb)]
-    return run.metrics, results

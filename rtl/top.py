@@ -23,7 +23,7 @@ from .jpeg.packets import input_layout
 from .link.control import LinkControl
 from .link.conv_link import ConvReplier, WordPacker
 from .link.jpeg_reply import TAG_BITS, JpegReplier
-from .link.protocol import MAX_PAYLOAD, VERSION, Opcode, Register
+from .link.protocol import MAX_CORES, MAX_PAYLOAD, VERSION, Opcode, Register
 
 __all__ = ["AcceleratorTop"]
 
@@ -33,13 +33,16 @@ class AcceleratorTop(wiring.Component):
     o: Out(stream.Signature(8))
 
     def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD,
-                 input_fifo_depth=64, conv=None):
-        if cores < 1:
+                 input_fifo_depth=64, conv=None, reply_payload=None):
+        if not 1 <= cores <= MAX_CORES:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
-            raise ValueError(f"cores must be at least 1, not {cores}")
+            raise ValueError(f"cores must be 1 to {MAX_CORES}, not {cores}")
         self.conv = conv                    # an EngineConfig, or None for no engine
         self.n_cores, self.max_width, self.max_height = cores, max_width, max_height
         self.max_payload, self.input_fifo_depth = max_payload, input_fifo_depth
+        # Replies may use larger frames than requests (a reply buffer per core instead of the
+        # receiver's two slots): fewer frames per image for the host to handle.
+        self.reply_payload = max_payload if reply_payload is None else reply_payload
         super().__init__()
 
     def elaborate(self, platform):
@@ -58,7 +61,7 @@ class AcceleratorTop(wiring.Component):
             m.submodules[f"core{k}"] = ResetInserter(control.reset)(core)
             fifo = SyncFIFOBuffered(width=layout.size, depth=self.input_fifo_depth)
             m.submodules[f"fifo{k}"] = fifo
-            replier = JpegReplier(self.max_payload)
+            replier = JpegReplier(self.reply_payload)
             m.submodules[f"reply{k}"] = replier
             m.d.comb += [core.i.payload.eq(fifo.r_data), core.i.valid.eq(fifo.r_rdy),
                          fifo.r_en.eq(core.i.ready)]
@@ -89,7 +92,7 @@ class AcceleratorTop(wiring.Component):
             m.submodules.engine = ResetInserter(control.reset)(engine)
             m.submodules.packer = packer = WordPacker(self.conv.link_bytes)
             m.submodules.conv_reply = conv_reply = ConvReplier(self.conv.link_bytes,
-                                                                self.max_payload)
+                                                                self.reply_payload)
             wiring.connect(m, packer.o, engine.i)
             wiring.connect(m, engine.o, conv_reply.i)
             m.d.comb += packer.i.payload.eq(beat.data)
@@ -143,9 +146,11 @@ class AcceleratorTop(wiring.Component):
         cycles = Signal(32)
         m.d.sync += cycles.eq(cycles + 1)
         regs = control.regs
-        m.d.comb += [regs[Register.VERSION].eq(VERSION), regs[Register.CORES].eq(n),
+        m.d.comb += [regs[Register.VERSION].eq(VERSION), regs[Register.CORES].eq(self.n_cores),
                      regs[Register.MAX_WIDTH].eq(self.max_width),
                      regs[Register.MAX_HEIGHT].eq(self.max_height),
+                     regs[Register.MAX_PAYLOAD].eq(self.max_payload),
+                     regs[Register.REPLY_PAYLOAD].eq(self.reply_payload),
                      regs[Register.CYCLES].eq(cycles),
                      regs[Register.CRC_ERRORS].eq(control.crc_errors),
                      regs[Register.HEADER_ERRORS].eq(control.header_errors)]
@@ -160,5 +165,9 @@ class AcceleratorTop(wiring.Component):
                          regs[Register.CONV_CYCLES].eq(engine.cycles),
                          regs[Register.CONV_ARRAY_CYCLES].eq(engine.array_cycles),
                          regs[Register.CONV_TILES].eq(engine.tiles),
-                         regs[Register.CONV_ERROR].eq(engine.error_code)]
+                         regs[Register.CONV_ERROR].eq(engine.error_code),
+                         regs[Register.CONV_WEIGHT_DEPTH].eq(cfg.weight_depth),
+                         regs[Register.CONV_INPUT_DEPTH].eq(cfg.input_depth),
+                         regs[Register.CONV_PSUM_DEPTH].eq(cfg.psum_depth),
+                         regs[Register.CONV_MAX_REDUCTION].eq(cfg.max_reduction)]
         return m

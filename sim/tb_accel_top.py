@@ -191,6 +191,13 @@ async def conv_over_the_link(dut):
     assert array == cfg.rows | cfg.cols << 8 | cfg.simd << 16 | cfg.operand_bits << 24
     assert link == lb
     responses, _, _ = await exchange(dut, [encode_frame(
+        Opcode.READ_REGS, 9, struct.pack("<HH", Register.CONV_WEIGHT_DEPTH, 4))], regs_back, rng)
+    assert struct.unpack("<4I", responses[-1].payload) == (
+        cfg.weight_depth, cfg.input_depth, cfg.psum_depth, cfg.max_reduction)
+    responses, _, _ = await exchange(dut, [encode_frame(
+        Opcode.READ_REGS, 9, struct.pack("<HH", Register.CORES, 1))], regs_back, rng)
+    assert struct.unpack("<I", responses[-1].payload) == (int(PARAMS.get("cores", 1)),)
+    responses, _, _ = await exchange(dut, [encode_frame(
         Opcode.READ_REGS, 9, struct.pack("<HH", Register.CONV_CYCLES, 4))], regs_back, rng)
     cycles, array_cycles, tiles, error = struct.unpack("<4I", responses[-1].payload)
     assert tiles == total_tiles and error == 0 and cycles > array_cycles > 0

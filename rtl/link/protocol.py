@@ -23,11 +23,13 @@ Registers (``Register``, 32 bits each) are read with ``READ_REGS`` and written w
 ``WRITE_REG``; per-core registers sit at ``base + core``.
 """
 
+import binascii
 import enum
 import struct
 import zlib
 
-__all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "VERSION", "Opcode",
+__all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES", "VERSION",
+           "Opcode",
            "Register", "Status",
            "crc16", "crc32", "encode_frame", "FrameDecoder", "Frame", "FrameError"]
 
@@ -55,6 +57,8 @@ class Register(enum.IntEnum):
     MAX_HEIGHT = 0x03
     ARRAY = 0x04            # rows | cols << 8 | simd << 16 | operand_bits << 24 (0: no engine)
     LINK_BYTES = 0x05       # the engine's link word
+    MAX_PAYLOAD = 0x06      # the largest request payload this device takes (a power of two)
+    REPLY_PAYLOAD = 0x07    # the largest reply payload it sends
     CYCLES = 0x08           # free-running clock counter (low 32 bits)
     CONV_CYCLES = 0x09      # the engine's counters
     CONV_ARRAY_CYCLES = 0x0A
@@ -64,7 +68,14 @@ class Register(enum.IntEnum):
     HEADER_ERRORS = 0x0E    # headers dropped (bad header CRC or length)
     RESET = 0x0F            # write 1: reset the decoder cores and the engine
     JPEG_IMAGES = 0x10      # + core: images decoded
-    JPEG_ERRORS = 0x30      # + core: images with an error status
+    JPEG_ERRORS = 0x20      # + core: images with an error status
+    CONV_WEIGHT_DEPTH = 0x30  # the engine's buffer sizes and limits (EngineConfig), which the
+    CONV_INPUT_DEPTH = 0x31   # host's tiling planner needs
+    CONV_PSUM_DEPTH = 0x32
+    CONV_MAX_REDUCTION = 0x33
+
+
+MAX_CORES = Register.JPEG_ERRORS - Register.JPEG_IMAGES    # per-core registers: 16 cores
 
 
 VERSION = (0 << 16) | 1
@@ -84,23 +95,22 @@ class FrameError(ValueError):
 
 
 def crc16(data, crc=0xFFFF):
-    """CRC-16/CCITT-FALSE (polynomial 0x1021, initial 0xFFFF, no reflection, no final XOR)."""
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
-    return crc
+    """CRC-16/CCITT-FALSE (polynomial 0x1021, initial 0xFFFF, no reflection, no final XOR).
+
+    This is binascii's CRC-CCITT (``crc_hqx``) started at 0xFFFF: C speed for the host.
+    """
+    return binascii.crc_hqx(data, crc)
 
 
 def crc32(data):
     return zlib.crc32(data) & 0xFFFFFFFF
 
 
-def encode_frame(opcode, tag, payload=b"", status=0):
-    """The bytes of one frame."""
+def encode_frame(opcode, tag, payload=b"", status=0, max_payload=MAX_PAYLOAD):
+    """The bytes of one frame (``max_payload``: the receiving device's limit)."""
     payload = bytes(payload)
-    if len(payload) > MAX_PAYLOAD:
-        raise ValueError(f"payload of {len(payload)} bytes exceeds MAX_PAYLOAD ({MAX_PAYLOAD})")
+    if len(payload) > max_payload:
+        raise ValueError(f"payload of {len(payload)} bytes exceeds max_payload ({max_payload})")
     if not 0 <= tag < 1 << 16:
         raise ValueError(f"tag {tag} is not a uint16")
     fields = struct.pack("<BBHI", int(opcode), int(status), tag, len(payload))
@@ -127,7 +137,8 @@ class FrameDecoder:
     ``Frame(..., status=Status.BAD_CRC)`` so the caller knows which tag to retry.
     """
 
-    def __init__(self):
+    def __init__(self, max_length=MAX_PAYLOAD):
+        self.max_length = max_length
         self.buffer = bytearray()
         self.dropped_bytes = 0
         self.bad_headers = 0
@@ -151,7 +162,7 @@ class FrameDecoder:
             fields = bytes(self.buffer[2:10])
             (hcrc,) = struct.unpack_from("<H", self.buffer, 10)
             opcode, status, tag, length = struct.unpack("<BBHI", fields)
-            if crc16(fields) != hcrc or length > MAX_PAYLOAD:
+            if crc16(fields) != hcrc or length > self.max_length:
                 self.bad_headers += 1
                 self.dropped_bytes += 1
                 del self.buffer[:1]                 # hunt again from the next byte

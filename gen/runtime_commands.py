@@ -1,0 +1,182 @@
+"""The commands that run work through a device: ``decode``, ``conv``, ``stream``,
+``sim-board`` and ``bench loader``.  Every one takes the same device strings
+(:data:`dlforge.host.device.DEVICE_HELP`)."""
+
+import json
+import time
+from pathlib import Path
+
+from ..host.device import DEVICE_HELP
+
+__all__ = ["add_runtime_commands"]
+
+
+def cmd_decode(args):
+    """Decode files on a device; write <stem>.npy per file; JSON or a table."""
+    import numpy as np
+    from ..host.decode_service import DecoderService
+    missing = [f for f in args.files if not Path(f).is_file()]
+    if missing:
+        raise ValueError(f"no such file: {missing[0]}")
+    with DecoderService(args.device, args.upsample) as service:
+        results = list(service.decode(args.files))
+        name = service.device.name
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            if r.pixels is not None:
+                np.save(out / f"{Path(r.name).stem}.npy", r.pixels)
+    if args.json:
+        print(json.dumps({"device": name, "upsample": args.upsample,
+                          "files": [r.as_dict() for r in results]}, indent=2))
+    else:
+        for r in results:
+            size = f"{r.width}x{r.height}" if r.width else "-"
+            cycles = f"{r.cycles} cycles" if r.cycles is not None else ""
+            print(f"{r.status:<8} {size:>11} {cycles:>14}  {r.name}"
+                  + (f"  ({r.error})" if r.error else ""))
+    return 1 if any(r.status == "error" for r in results) else 0
+
+
+def cmd_conv(args):
+    """One layer on a device; Y.npy out."""
+    import numpy as np
+    from ..host.conv_run import run_conv
+    from ..rtl.conv.config import EngineConfig
+
+    def load(path, what):
+        if path is None:
+            return None
+        try:
+            return np.load(path)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read {what} {path}: {exc}") from None
+
+    fields = ("rows", "cols", "simd", "weight_depth", "input_depth", "psum_depth", "link_bytes")
+    given = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
+    if given and args.device != "sim":
+        raise ValueError("engine parameters choose the simulated board's engine (--device sim); "
+                         f"{args.device} reports its own")
+    config = EngineConfig(**given) if given else None
+    y, info = run_conv(load(args.input, "input"), load(args.weight, "weights"),
+                       load(args.bias, "bias"), load(args.multiplier, "multiplier"),
+                       load(args.shift, "shift"), stride=args.stride, padding=args.padding,
+                       groups=args.groups, relu=args.relu, pool=args.pool == "max2",
+                       residual=load(args.residual, "residual"), device=args.device,
+                       config=config)
+    np.save(args.out, y)
+    info = {"out": args.out, "shape": list(y.shape), "dtype": str(y.dtype)} | info
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        extra = (f", {info['cycles']} cycles (predicted {info['predicted_cycles']}), "
+                 f"utilisation {info['utilization']:.1%}" if "cycles" in info else "")
+        print(f"wrote {args.out}: {tuple(y.shape)} {y.dtype} on {info['device']}{extra}")
+    return 0
+
+
+def stream_report(loader, wall_s, cpu_s):
+    """The figures ``dlforge stream`` prints."""
+    s = loader.stats
+    images = s["images"]
+    on_device = s["ok"]
+    return {"images": images, "ok": s["ok"], "fallback": s["fallback"], "error": s["error"],
+            "batches": s["batches"],
+            "images_per_s": round(images / wall_s, 3) if wall_s else None,
+            "host_cpu_s_per_image": round(cpu_s / images, 6) if images else None,
+            "device_cycles_per_image": round(s["device_cycles"] / on_device)
+            if on_device and s["device_cycles"] else None}
+
+
+def cmd_stream(args):
+    """Stream batches of images through a device into tensors; print the figures."""
+    try:
+        from ..host.loader import JpegBatches
+    except ImportError as exc:
+        raise RuntimeError(f"dlforge stream needs PyTorch ({exc}): pip install torch, or "
+                           "the dlforge[torch] extra") from None
+    source = args.images[0] if len(args.images) == 1 and Path(args.images[0]).is_dir() \
+        else args.images
+    if isinstance(source, list):
+        missing = [f for f in source if not Path(f).is_file()]
+        if missing:
+            raise ValueError(f"no such file or folder: {missing[0]}")
+    loader = JpegBatches(source, args.batch, size=args.size or None, layout=args.layout,
+                         device=args.device, upsample=args.upsample,
+                         progress=args.progress and not args.json)
+    wall, cpu = time.perf_counter(), time.process_time()
+    shapes = set()
+    for batch in loader:
+        shapes.add(tuple(batch.images.shape[1:]))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    report = {"device": args.device, "batch": args.batch, "size": args.size,
+              "layout": args.layout} | stream_report(loader, wall, cpu)
+    report["errors"] = [{"file": name, "error": why} for name, why in loader.errors]
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{report['images']} images in {report['batches']} batches of up to {args.batch} "
+              f"({args.layout}, {args.size or 'native'} px) on {args.device}: "
+              f"{report['ok']} ok, {report['fallback']} fallback, {report['error']} error")
+        print(f"{report['images_per_s']} images/s, host CPU {report['host_cpu_s_per_image']} "
+              f"s/image, device {report['device_cycles_per_image']} cycles/image")
+        for e in report["errors"]:
+            print(f"  error: {e['file']}: {e['error']}")
+    return 1 if report["error"] else 0
+
+
+def cmd_sim_board(args):
+    from ..sim.sim_board import run_command
+    return run_command(args)
+
+
+def add_runtime_commands(sub):
+    decode = sub.add_parser("decode", help="decode JPEG files on a device")
+    decode.add_argument("files", nargs="+", metavar="FILE")
+    decode.add_argument("--device", default="sim", help=DEVICE_HELP)
+    decode.add_argument("--upsample", choices=("fancy", "fast"), default="fancy")
+    decode.add_argument("--out", default=None, help="write <file stem>.npy here")
+    decode.add_argument("--json", action="store_true")
+    decode.set_defaults(func=cmd_decode)
+
+    conv = sub.add_parser("conv", help="run one convolution layer on a device")
+    conv.add_argument("--device", default="sim", help=DEVICE_HELP)
+    conv.add_argument("--input", required=True, help="X.npy: int8 (N, C, H, W) or (C, H, W)")
+    conv.add_argument("--weight", required=True, help="W.npy: int8 (OC, C/groups, KH, KW)")
+    conv.add_argument("--bias", default=None, help="B.npy: int32 (OC,)")
+    conv.add_argument("--multiplier", default=None, help="M.npy: (OC,), 0 < m < 2**31")
+    conv.add_argument("--shift", default=None, help="S.npy: (OC,), 1 <= s <= 62")
+    conv.add_argument("--stride", type=int, default=1)
+    conv.add_argument("--padding", type=int, default=0)
+    conv.add_argument("--groups", type=int, default=1)
+    conv.add_argument("--relu", action="store_true")
+    conv.add_argument("--pool", choices=("max2",), default=None, help="fused 2x2 max pool")
+    conv.add_argument("--residual", default=None,
+                      help="R.npy: int8, the output's shape before pooling, added before the clamp")
+    conv.add_argument("--out", required=True, help="Y.npy")
+    conv.add_argument("--json", action="store_true")
+    for name in ("rows", "cols", "simd", "weight_depth", "input_depth", "psum_depth",
+                 "link_bytes"):
+        conv.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, dest=name,
+                          help="engine parameter of the simulated board (--device sim)")
+    conv.set_defaults(func=cmd_conv)
+
+    stream = sub.add_parser("stream", help="stream batches of JPEG images through a device")
+    stream.add_argument("--device", default="sim", help=DEVICE_HELP)
+    stream.add_argument("--images", nargs="+", required=True, metavar="DIR|FILE",
+                        help="a folder (labels from its subfolders) or files")
+    stream.add_argument("--batch", type=int, default=32)
+    stream.add_argument("--size", type=int, default=224,
+                        help="resize the shorter side and centre-crop to SIZE (0: native size)")
+    stream.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW")
+    stream.add_argument("--upsample", choices=("fancy", "fast"), default="fancy")
+    stream.add_argument("--progress", action="store_true", help="a progress bar on stderr")
+    stream.add_argument("--json", action="store_true")
+    stream.set_defaults(func=cmd_stream)
+
+    board = sub.add_parser("sim-board", help="start the simulated board and print the device "
+                                             "string to connect to")
+    from ..sim.sim_board import add_arguments
+    add_arguments(board)
+    board.set_defaults(func=cmd_sim_board)

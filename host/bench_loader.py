@@ -1,0 +1,77 @@
+"""``dlforge bench loader``: the host's CPU time per image on the device path, next to the CPU
+time libjpeg-turbo needs to decode the same images, measured in one run on the same files.
+
+DLBooster's point is that the host must not become the bottleneck: managing the FPGAs took
+under one core.  Here the device path is everything this process does for an image handed to
+a device — the header pre-check, framing and CRCs, the link's system calls and copies, the
+reply parsing and the image array — and not the device's own work, which for ``sim`` runs in
+the simulated board's separate process (that process's CPU time is the simulation, reported
+apart as ``simulator``).  CPU times are ``time.process_time`` (user + system, every thread of
+this process); both sides get the files' bytes already in memory.
+"""
+
+import time
+from pathlib import Path
+
+__all__ = ["bench_loader", "default_files"]
+
+
+def default_files(folder="build/bench/loader"):
+    """skimage's three JPEG files and a few photo-corpus encodes, written to ``folder``."""
+    from ..gen.demo import demo_files
+    return demo_files(folder, photos=3)
+
+
+def _libjpeg_cpu(datas, repeat):
+    import simplejpeg
+    best = []
+    for data in datas:
+        times = []
+        for _ in range(repeat):
+            t = time.process_time()
+            simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False)
+            times.append(time.process_time() - t)
+        best.append(sorted(times)[len(times) // 2])
+    return best
+
+
+def bench_loader(files=None, device="sim", repeat=5, passes=1):
+    """A dict of the figures (printed as JSON by the command)."""
+    from .decode_service import DecoderService
+    paths = [Path(f) for f in (files or default_files())]
+    datas = [p.read_bytes() for p in paths]
+    libjpeg = _libjpeg_cpu(datas, repeat)
+    with DecoderService(device) as service:
+        list(service.decode(datas[:1]))                      # connect and warm up
+        counts_before = dict(service.counts)
+        cpu, wall = time.process_time(), time.perf_counter()
+        statuses = []
+        for _ in range(passes):
+            statuses += [r.status for r in service.decode(datas)]
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        info = service.device.info()
+        link = getattr(service.device, "link", None)
+        sim = getattr(service.device, "owner", None)
+    images = len(datas) * passes
+    host = cpu / images
+    lib = sum(libjpeg) / len(libjpeg)
+    report = {
+        "device": info.get("device"), "files": [p.name for p in paths], "passes": passes,
+        "images": images, "ok": statuses.count("ok"), "fallback": statuses.count("fallback"),
+        "error": statuses.count("error"),
+        "megapixels": None,
+        "host_cpu_s_per_image": round(host, 7),
+        "libjpeg_cpu_s_per_image": round(lib, 7),
+        "host_vs_libjpeg": round(host / lib, 4) if lib else None,
+        "within_5_percent": host <= 0.05 * lib,
+        "wall_s": round(wall, 3),
+        "link": None if link is None else {
+            "reliable": link.transport.reliable if link.transport else None,
+            "bytes_in": link.bytes_in, "bytes_out": link.bytes_out},
+        "simulator": None if sim is None else sim.stats,
+        "counts_before": counts_before,
+    }
+    import simplejpeg
+    pixels = sum(h * w for h, w, *_ in (simplejpeg.decode_jpeg_header(d)[:2] for d in datas))
+    report["megapixels"] = round(pixels * passes / 1e6, 3)
+    return report

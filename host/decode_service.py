@@ -1,0 +1,131 @@
+"""The decoder service: JPEG bytes in, decoded images out, one verdict per file.
+
+DLBooster's online preprocessing service.  Each file gets a result:
+
+* ``ok`` — decoded by the device;
+* ``fallback`` — the device does not handle it (progressive, CMYK, ...): libjpeg-turbo on the
+  host decoded it.  The host's header pre-check sends such files to the CPU before they reach
+  the device; what only the entropy-coded data shows (a second scan) is the device's verdict;
+* ``error`` — malformed; the pre-check's or the device's status, or libjpeg's message, says
+  why.  Nothing else is affected: the next file still decodes.
+
+Results come back in submission order whatever the device's own order.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..rtl.jpeg.status import JpegStatus
+from .device import open_device
+from .jpeg_precheck import precheck
+
+__all__ = ["DecodeResult", "DecoderService", "describe_status", "UPSAMPLING"]
+
+UPSAMPLING = ("fancy", "fast")
+
+
+@dataclass
+class DecodeResult:
+    index: int                         # position in the submitted sequence
+    name: str                          # the file's path, or "#index" for bytes
+    status: str                        # "ok" | "fallback" | "error"
+    width: int = 0
+    height: int = 0
+    cycles: int = None                 # the device's own cycle count for the file
+    error: str = None
+    pixels: np.ndarray = field(default=None, repr=False)
+
+    def as_dict(self):
+        return {"file": self.name, "status": self.status, "width": self.width,
+                "height": self.height, "cycles": self.cycles, "error": self.error}
+
+
+def describe_status(status):
+    kind = "unsupported" if status.unsupported else "malformed"
+    return f"{status.name} (0x{int(status):02X}, {kind})"
+
+
+def _cpu_decode(data, fast):
+    import simplejpeg
+    try:
+        return simplejpeg.decode_jpeg(bytes(data), colorspace="RGB", fastdct=False,
+                                      fastupsample=fast), None
+    except (ValueError, RuntimeError) as exc:
+        return None, f"libjpeg-turbo: {exc}"
+
+
+class DecoderService:
+    """Decode streams of JPEG files on one device (a device string or an open device)."""
+
+    def __init__(self, device="sim", upsample="fancy", **device_options):
+        if upsample not in UPSAMPLING:
+            raise ValueError(f"upsampling must be one of {', '.join(UPSAMPLING)}, "
+                             f"not {upsample!r}")
+        self.fast = upsample == "fast"
+        self._owned = not hasattr(device, "decode_jpegs")
+        self.device = open_device(device, **device_options)
+        self.counts = {"ok": 0, "fallback": 0, "error": 0}
+
+    def close(self):
+        if self._owned:
+            self.device.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def decode(self, items):
+        """Yield a :class:`DecodeResult` per item (bytes, a path, or (name, bytes))."""
+        held = {}                           # index -> result decided on the host
+
+        def jobs():
+            for index, item in enumerate(items):
+                name, data = self._load(index, item)
+                status, _, _ = precheck(data, self.device.max_width, self.device.max_height)
+                if status == JpegStatus.OK:
+                    yield (index, name, data), data, self.fast
+                elif status.unsupported:
+                    held[index] = self._fallback(index, name, data, describe_status(status),
+                                                 None)
+                    yield (index, name, None), None, self.fast
+                else:
+                    held[index] = DecodeResult(index, name, "error",
+                                               error="host pre-check: "
+                                               + describe_status(status))
+                    yield (index, name, None), None, self.fast
+
+        for reply in self.device.decode_jpegs(jobs()):
+            index, name, data = reply.key
+            if data is None:                # decided on the host
+                result = held.pop(index)
+            elif reply.status == JpegStatus.OK:
+                result = DecodeResult(index, name, "ok", reply.width, reply.height,
+                                      reply.cycles, pixels=reply.pixels)
+            elif reply.status.unsupported:
+                result = self._fallback(index, name, data, reply.error
+                                        or describe_status(reply.status), reply.cycles)
+            else:
+                result = DecodeResult(index, name, "error", cycles=reply.cycles,
+                                      error=reply.error or describe_status(reply.status))
+            self.counts[result.status] += 1
+            yield result
+
+    @staticmethod
+    def _load(index, item):
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            return f"#{index}", bytes(item)
+        if isinstance(item, tuple):
+            return str(item[0]), bytes(item[1])
+        path = Path(item)
+        return str(path), path.read_bytes()
+
+    def _fallback(self, index, name, data, why, cycles):
+        pixels, error = _cpu_decode(data, self.fast)
+        if pixels is None:
+            return DecodeResult(index, name, "error", cycles=cycles, error=f"{why}; {error}")
+        return DecodeResult(index, name, "fallback", pixels.shape[1], pixels.shape[0], cycles,
+                            error=why, pixels=pixels)

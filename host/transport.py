@@ -1,0 +1,180 @@
+"""Byte transports to a device: one interface, one class per kind of link.
+
+The host's link code (:mod:`dlforge.host.link`) is written once against :class:`Transport`:
+non-blocking ``send``/``recv_into`` on file descriptors and ``wait`` for readiness, so it can
+keep writing requests and reading replies at the same time (a device whose replies are not
+read stops reading requests).  The same classes reach a board and the simulated board:
+
+* :class:`TcpTransport` ``tcp:HOST:PORT`` — the simulated board's socket;
+* :class:`SerialTransport` ``serial:PORT[@BAUD]`` — pyserial (a UART board, or the
+  simulated board's pseudo-terminal);
+* :class:`XdmaTransport` ``xdma:PATH`` — the XDMA driver's ``PATH_h2c_0`` (host to card) and
+  ``PATH_c2h_0`` (card to host) files; the simulated board offers the same two names as
+  named pipes.
+
+``reliable`` says whether the link below already guarantees the bytes (TCP, PCIe's link
+CRC): the host then skips the CRC-32 of reply payloads, which would cost more CPU than the
+rest of the host path together.  Headers are always checked.
+"""
+
+import errno
+import os
+import select
+import socket
+
+__all__ = ["Transport", "TcpTransport", "SerialTransport", "XdmaTransport", "open_transport",
+           "LinkError", "DeviceUnreachable", "DeviceGone", "LinkTimeout", "DEFAULT_BAUD"]
+
+DEFAULT_BAUD = 3_000_000
+
+
+class LinkError(ConnectionError):
+    """Something is wrong with the link to a device."""
+
+
+class DeviceUnreachable(LinkError):
+    """The device cannot be opened or does not answer."""
+
+
+class DeviceGone(LinkError):
+    """The link closed under a running transfer."""
+
+
+class LinkTimeout(LinkError, TimeoutError):
+    """No answer in time."""
+
+
+class Transport:
+    name = "transport"
+    reliable = False
+    rfd = wfd = -1
+
+    def send(self, data):
+        """Write what the link takes now; return the number of bytes written (maybe 0)."""
+        try:
+            return os.write(self.wfd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise DeviceGone(f"{self.name}: the link closed while writing ({exc.strerror})") \
+                from exc
+
+    def recv_into(self, buffer):
+        """Read what is there into ``buffer``; return the count (0: nothing now)."""
+        try:
+            n = os.readv(self.rfd, [buffer])
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            if exc.errno == errno.EIO:       # a pty whose other side has gone
+                raise DeviceGone(f"{self.name}: the device has gone (I/O error)") from exc
+            raise DeviceGone(f"{self.name}: the link closed while reading ({exc.strerror})") \
+                from exc
+        if n == 0:
+            raise DeviceGone(f"{self.name}: the device closed the link")
+        return n
+
+    def wait(self, want_write, timeout):
+        """Block until readable (or writable, if asked) or ``timeout`` seconds pass."""
+        poll = select.poll()
+        if self.rfd == self.wfd:
+            poll.register(self.rfd, select.POLLIN | (select.POLLOUT if want_write else 0))
+        else:
+            poll.register(self.rfd, select.POLLIN)
+            if want_write:
+                poll.register(self.wfd, select.POLLOUT)
+        return bool(poll.poll(max(0, int(timeout * 1000))))
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class TcpTransport(Transport):
+    reliable = True
+
+    def __init__(self, host, port, timeout=10.0):
+        self.name = f"tcp:{host}:{port}"
+        try:
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        except OSError as exc:
+            raise DeviceUnreachable(f"no device at {self.name}: {exc.strerror or exc} "
+                                    "(is `dlforge sim-board` running there?)") from exc
+        self.sock.setblocking(False)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rfd = self.wfd = self.sock.fileno()
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+class SerialTransport(Transport):
+    reliable = False
+
+    def __init__(self, port, baud=DEFAULT_BAUD):
+        import serial
+        self.name = f"serial:{port}@{baud}"
+        try:
+            self.port = serial.Serial(port, baud, timeout=0, write_timeout=0)
+        except (serial.SerialException, OSError) as exc:
+            self.port = None
+            raise DeviceUnreachable(f"cannot open {self.name}: {exc}") from exc
+        self.rfd = self.wfd = self.port.fileno()
+        os.set_blocking(self.rfd, False)
+
+    def close(self):
+        if self.port is not None:
+            self.port.close()
+            self.port = None
+
+
+class XdmaTransport(Transport):
+    reliable = True
+
+    def __init__(self, path):
+        self.name = f"xdma:{path}"
+        self.rfd = self.wfd = -1
+        h2c, c2h = f"{path}_h2c_0", f"{path}_c2h_0"
+        for f in (h2c, c2h):
+            if not os.path.exists(f):
+                raise DeviceUnreachable(f"no device at {self.name}: {f} does not exist "
+                                        "(is the XDMA driver loaded, or the simulated board "
+                                        "running with --link fifo?)")
+        try:
+            self.wfd = os.open(h2c, os.O_WRONLY | os.O_NONBLOCK)
+            self.rfd = os.open(c2h, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            self.close()
+            raise DeviceUnreachable(f"cannot open {self.name}: {exc.strerror} "
+                                    "(nothing serves the other end)") from exc
+
+    def close(self):
+        for fd in (self.rfd, self.wfd):
+            if fd >= 0:
+                os.close(fd)
+        self.rfd = self.wfd = -1
+
+
+def open_transport(spec, timeout=10.0):
+    """A transport for ``tcp:HOST:PORT``, ``serial:PORT[@BAUD]`` or ``xdma:PATH``."""
+    kind, _, rest = str(spec).partition(":")
+    if kind == "tcp" and rest.count(":") == 1:
+        host, port = rest.split(":")
+        return TcpTransport(host, port, timeout)
+    if kind == "serial" and rest:
+        port, _, baud = rest.partition("@")
+        return SerialTransport(port, int(baud) if baud else DEFAULT_BAUD)
+    if kind == "xdma" and rest:
+        return XdmaTransport(rest)
+    raise ValueError(f"unknown device {spec!r}: use sim, cpu, tcp:HOST:PORT, "
+                     "serial:PORT[@BAUD] or xdma:PATH")

@@ -1,0 +1,88 @@
+"""Transports: clear errors when a device cannot be reached, bytes both ways when it can."""
+
+import os
+import socket
+
+import pytest
+
+from dlforge.host.transport import (DeviceGone, DeviceUnreachable, TcpTransport, XdmaTransport,
+                                    open_transport)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_nothing_listening():
+    port = _free_port()
+    with pytest.raises(DeviceUnreachable, match=f"no device at tcp:127.0.0.1:{port}"):
+        open_transport(f"tcp:127.0.0.1:{port}", timeout=2)
+
+
+def test_missing_serial_port(tmp_path):
+    with pytest.raises(DeviceUnreachable, match="cannot open serial:"):
+        open_transport(f"serial:{tmp_path}/ttyUSB9@115200")
+
+
+def test_missing_xdma_device(tmp_path):
+    with pytest.raises(DeviceUnreachable, match="h2c_0 does not exist"):
+        open_transport(f"xdma:{tmp_path}/xdma0")
+
+
+def test_xdma_pipes_without_a_device(tmp_path):
+    base = tmp_path / "card"
+    os.mkfifo(f"{base}_h2c_0")
+    os.mkfifo(f"{base}_c2h_0")
+    with pytest.raises(DeviceUnreachable, match="nothing serves the other end"):
+        XdmaTransport(str(base))
+
+
+def test_xdma_pipes_carry_bytes(tmp_path):
+    base = tmp_path / "card"
+    os.mkfifo(f"{base}_h2c_0")
+    os.mkfifo(f"{base}_c2h_0")
+    # the card's side, as the simulated board opens it
+    card_in = os.open(f"{base}_h2c_0", os.O_RDWR | os.O_NONBLOCK)
+    card_out = os.open(f"{base}_c2h_0", os.O_RDWR | os.O_NONBLOCK)
+    try:
+        with XdmaTransport(str(base)) as t:
+            assert t.reliable
+            assert t.send(b"abc") == 3
+            assert os.read(card_in, 10) == b"abc"
+            os.write(card_out, b"xyz")
+            assert t.wait(False, 2.0)
+            buf = bytearray(8)
+            assert t.recv_into(memoryview(buf)) == 3 and buf[:3] == b"xyz"
+            assert t.recv_into(memoryview(buf)) == 0          # nothing now: not an error
+    finally:
+        os.close(card_in)
+        os.close(card_out)
+
+
+def test_tcp_round_trip_and_a_device_that_goes_away():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        t = open_transport(f"tcp:127.0.0.1:{port}")
+        assert isinstance(t, TcpTransport) and t.reliable
+        peer, _ = server.accept()
+        with peer:
+            assert t.send(b"ping") == 4
+            assert peer.recv(10) == b"ping"
+            peer.sendall(b"pong")
+            assert t.wait(False, 2.0)
+            buf = bytearray(8)
+            assert t.recv_into(memoryview(buf)) == 4
+        assert t.wait(False, 2.0)
+        with pytest.raises(DeviceGone, match="closed the link"):
+            t.recv_into(memoryview(buf))
+        t.close()
+
+
+def test_unknown_device_strings():
+    for spec in ("gpu", "tcp:localhost", "serial:", "usb:1"):
+        with pytest.raises(ValueError, match="unknown device"):
+            open_transport(spec)
