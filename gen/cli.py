@@ -226,7 +226,7 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
-    except (ValueError, KeyError, RuntimeError, TypeError, OverflowError) as exc:
+    except (ValueError, KeyError, RuntimeError, TypeError, OverflowError, OSError) as exc:
         print(f"dlforge: error: {exc}", file=sys.stderr)
         return 2
 

@@ -283,7 +283,9 @@ class Board(Device):
             if not self._attempts and not retry:
                 continue
             try:
-                self.link.pump(0.05)
+                # sleep until bytes move or the silence deadline: no periodic wake-ups
+                quiet = time.monotonic() - self.link.last_activity
+                self.link.pump(max(0.001, self.timeout - quiet))
             except DeviceGone as exc:
                 names = ", ".join(str(a.job.key) for a in self._attempts.values())
                 raise DeviceGone(f"{exc}; files in flight: {names or 'none'}") from None

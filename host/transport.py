@@ -59,6 +59,8 @@ class Transport:
             raise DeviceGone(f"{self.name}: the link closed while writing ({exc.strerror})") \
                 from exc
 
+    eof_on_zero = True      # a read of 0 bytes means the other side closed
+
     def recv_into(self, buffer):
         """Read what is there into ``buffer``; return the count (0: nothing now)."""
         try:
@@ -70,7 +72,7 @@ class Transport:
                 raise DeviceGone(f"{self.name}: the device has gone (I/O error)") from exc
             raise DeviceGone(f"{self.name}: the link closed while reading ({exc.strerror})") \
                 from exc
-        if n == 0:
+        if n == 0 and self.eof_on_zero:
             raise DeviceGone(f"{self.name}: the device closed the link")
         return n
 
@@ -120,6 +122,7 @@ class TcpTransport(Transport):
 
 class SerialTransport(Transport):
     reliable = False
+    eof_on_zero = False     # a raw tty with VMIN=0 reads 0 bytes when there is nothing yet
 
     def __init__(self, port, baud=DEFAULT_BAUD):
         import serial

