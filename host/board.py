@@ -42,20 +42,34 @@ _RECORD = struct.Struct("<BBHHII")
 
 
 class _Attempt:
-    __slots__ = ("tag", "job", "pixels", "damaged", "end_frame")
+    __slots__ = ("tag", "job", "pixels", "filled", "damaged", "end_frame")
 
     def __init__(self, tag, job):
         self.tag, self.job = tag, job
-        self.pixels = bytearray()
+        # the image's array, allocated once when the host knows its size (no regrowing)
+        self.pixels = np.empty(job.pixel_bytes, np.uint8) if job.pixel_bytes else None
+        self.filled = 0
         self.damaged = False
         self.end_frame = None
 
+    def add(self, payload):
+        n = len(payload)
+        end = self.filled + n
+        if self.pixels is None or end > len(self.pixels):
+            grown = np.empty(max(end, 2 * self.filled, 1 << 16), np.uint8)
+            if self.filled:
+                grown[:self.filled] = self.pixels[:self.filled]
+            self.pixels = grown
+        self.pixels[self.filled:end] = np.frombuffer(payload, np.uint8)
+        self.filled = end
+
 
 class _Job:
-    __slots__ = ("index", "key", "data", "fast", "tries", "why")
+    __slots__ = ("index", "key", "data", "fast", "tries", "why", "pixel_bytes")
 
-    def __init__(self, index, key, data, fast):
+    def __init__(self, index, key, data, fast, size=None):
         self.index, self.key, self.data, self.fast = index, key, data, fast
+        self.pixel_bytes = size[0] * size[1] * 3 if size and size[0] and size[1] else 0
         self.tries = 0
         self.why = None
 
@@ -159,7 +173,7 @@ class Board(Device):
         if status == Status.BAD_CRC:
             attempt.damaged = True
         elif opcode == Opcode.JPEG_DATA:
-            attempt.pixels += payload
+            attempt.add(payload)
         elif opcode == Opcode.JPEG_END:
             self._finished.append((attempt, bytes(payload)))
 
@@ -261,11 +275,11 @@ class Board(Device):
                     self.resubmissions += 1
                 else:
                     try:
-                        key, data, fast = next(jobs)
+                        key, data, fast, *size = next(jobs)
                     except StopIteration:
                         exhausted = True
                         break
-                    job = _Job(index, key, data, fast)
+                    job = _Job(index, key, data, fast, size[0] if size else None)
                     index += 1
                     if data is None:
                         results[job.index] = JpegReply(key, JpegStatus.OK)
@@ -310,14 +324,14 @@ class Board(Device):
             status, _, width, height, cycles, _ = _RECORD.unpack(record)
         status = JpegStatus(status) if status in JpegStatus._value2member_map_ \
             else JpegStatus.BAD_FRAME_HEADER
-        if status == JpegStatus.OK and len(attempt.pixels) != width * height * 3:
+        if status == JpegStatus.OK and attempt.filled != width * height * 3:
             attempt.damaged = True
         if attempt.damaged:
             job.why = "a reply arrived damaged"
             retry.append(job)
             return
         if status == JpegStatus.OK:
-            pixels = np.frombuffer(attempt.pixels, np.uint8).reshape(height, width, 3)
+            pixels = attempt.pixels[:attempt.filled].reshape(height, width, 3)
             results[job.index] = JpegReply(job.key, status, width, height, cycles,
                                            pixels=pixels)
             return

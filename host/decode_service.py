@@ -85,9 +85,10 @@ class DecoderService:
         def jobs():
             for index, item in enumerate(items):
                 name, data = self._load(index, item)
-                status, _, _ = precheck(data, self.device.max_width, self.device.max_height)
+                status, width, height = precheck(data, self.device.max_width,
+                                                 self.device.max_height)
                 if status == JpegStatus.OK:
-                    yield (index, name, data), data, self.fast
+                    yield (index, name, data), data, self.fast, (width, height)
                 elif status.unsupported:
                     held[index] = self._fallback(index, name, data, describe_status(status),
                                                  None)

@@ -43,7 +43,8 @@ class Device:
     max_height = 65535
 
     def decode_jpegs(self, jobs):
-        """``jobs``: iterable of (key, bytes, fast_upsampling).  Yields a :class:`JpegReply`
+        """``jobs``: iterable of (key, bytes, fast_upsampling[, (width, height) if known]).
+        Yields a :class:`JpegReply`
         per job, in order; consumes ``jobs`` lazily (a bounded number ahead).  A job whose
         bytes are None is a placeholder (the host decided it): its reply keeps its place."""
         raise NotImplementedError
@@ -67,7 +68,7 @@ class CpuDevice(Device):
 
     def decode_jpegs(self, jobs):
         import simplejpeg
-        for key, data, fast in jobs:
+        for key, data, fast, *_ in jobs:
             if data is None:
                 yield JpegReply(key, JpegStatus.OK)
                 continue

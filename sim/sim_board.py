@@ -602,8 +602,8 @@ def bench_sim_board(cores=1, conv=False, images=None, repeat=1, **build_params):
 
 def add_arguments(parser):
     """The options of ``dlforge sim-board``."""
-    parser.add_argument("--link", choices=("tcp", "pty", "fifo"), default="tcp",
-                        help="host transport (default: tcp on 127.0.0.1)")
+    parser.add_argument("--link", choices=("tcp", "socket", "pty", "fifo"), default="tcp",
+                        help="host transport: tcp (or socket) on 127.0.0.1, a pty (serial:), or named pipes (xdma:)")
     parser.add_argument("--cores", type=int, default=DEFAULTS["cores"],
                         help="JPEG decoder cores")
     parser.add_argument("--no-conv", dest="conv", action="store_false",
@@ -624,7 +624,8 @@ def run_command(args):
     the device string and, at the end, the statistics.  Returns the exit code."""
     print("building the simulated board (minutes the first time) ...", file=sys.stderr,
           flush=True)
-    board = SimBoard(args.link, cores=args.cores, conv=args.conv, corrupt=args.corrupt,
+    link = "tcp" if args.link == "socket" else args.link      # socket: the same TCP socket
+    board = SimBoard(link, cores=args.cores, conv=args.conv, corrupt=args.corrupt,
                      drop=args.drop, seed=args.seed, port=args.port,
                      max_width=args.max_width, max_height=args.max_height)
     stop = []

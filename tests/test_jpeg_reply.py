@@ -75,3 +75,41 @@ def test_files_become_frames():
                                                  symbols)
         assert len(mine[-1][3]) == END_RECORD
     assert [f[1] for f in frames] == sorted(f[1] for f in frames)     # files in order
+
+
+def test_one_core_keeps_the_link_busy():
+    """Two frame buffers: a frame is sent while the next fills, so a long image leaves at
+    nearly a byte per clock (one buffer would give half)."""
+    rng = random.Random(5)
+    max_payload = 64
+    pixels = rng.randbytes(3 * 400)
+    beats = _beats(77, 20, 20, pixels, 0, 1, 2, rng)
+    dut = JpegReplier(max_payload)
+    got = bytearray()
+    done = []
+
+    async def source(ctx):
+        await send_beats(ctx, dut.i, [LAYOUT.const(beat) for beat in beats], rng, gap_prob=0.0)
+
+    async def sink(ctx):
+        ctx.set(dut.header.ready, 1)
+        ctx.set(dut.payload.ready, 1)
+        clocks = 0
+        ends = 0
+        while not ends:
+            _, _, hv, h, pv, p = await ctx.tick().sample(
+                dut.header.valid, dut.header.payload, dut.payload.valid, dut.payload.payload)
+            clocks += 1
+            if hv and h.opcode == Opcode.JPEG_END:
+                ends += 1
+            if pv:
+                got.append(p)
+        done.append(clocks)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(source)
+    sim.add_testbench(sink)
+    sim.run()
+    assert bytes(got[:len(pixels)]) == pixels
+    assert done[0] < 1.25 * len(pixels), (done[0], len(pixels))

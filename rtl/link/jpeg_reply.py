@@ -1,9 +1,10 @@
 """One decoder core's results as reply frames: RGB bytes in ``JPEG_DATA`` frames, then one
 ``JPEG_END`` frame with the file's record.
 
-A frame leaves only when all its bytes are in this replier's one-frame buffer (see
-docs/protocol.md: holding the link for a core that still has to produce could deadlock), so
-the core's output waits while a frame is sent, never the other way round.  Frames carry the
+A frame leaves only when all its bytes are in one of this replier's two frame buffers (see
+docs/protocol.md: holding the link for a core that still has to produce could deadlock); the
+core fills one buffer while the other is sent, so the link never waits for a core that is
+producing, and the core waits only when both buffers are full.  Frames carry the
 file's tag (the core runs with 16-bit tags, the frame tag itself).
 
 ``JPEG_END`` payload (``END_RECORD`` bytes, little-endian): status (1), 0 (1), width (2),
@@ -11,8 +12,9 @@ height (2), the core's cycles for the file (4), Huffman symbols (4).  A file tha
 fewer (or no) pixel bytes; its status says why.
 """
 
-from amaranth import Cat, Const, Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -38,36 +40,41 @@ class JpegReplier(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         depth = self.max_payload
-        m.submodules.buffer = buffer = Memory(shape=8, depth=depth, init=[])
+        # Two frame buffers: the core fills one while the other is sent, so one core's
+        # pixels can keep the link busy (a single buffer is filled, then sent: half the rate).
+        m.submodules.buffer = buffer = Memory(shape=8, depth=2 * depth, init=[])
         wp = buffer.write_port()
         rp = buffer.read_port()
+        entry = data.StructLayout({"end": 1, "half": 1, "length": range(depth + 1),
+                                   "tag": TAG_BITS, "record": 8 * END_RECORD})
+        m.submodules.frames = frames = SyncFIFO(width=entry.size, depth=2)
+        busy = Signal(2)                      # a half holds a frame not yet sent
+        set_busy = Signal(2)
+        clear_busy = Signal(2)
+        m.d.sync += busy.eq((busy | set_busy) & ~clear_busy)
 
+        # ---- Filling: the core's beats into the free half -------------------------------------
         beat = Signal(output_layout(TAG_BITS))
         fill = Signal(range(depth + 1))
+        half = Signal()
         k = Signal(4)                         # byte of the saved pixel beat (0..11)
-        rd = Signal(range(depth + 1))
-        tag = Signal(TAG_BITS)
         width = Signal(16)
         height = Signal(16)
-        record = Signal(8 * END_RECORD)
-        after_send = Signal()                 # 0: back to the pixel beat, 1: then the record
         trailer = TrailerLayout(beat.data[:TrailerLayout.size])
         pixel_bytes = beat.count * 3
-        take_byte = Signal()
-        m.d.comb += [take_byte.eq(self.payload.valid & self.payload.ready),
-                     rp.addr.eq(rd + take_byte)]
+        push = entry(Signal(entry.size))
+        m.d.comb += frames.w_data.eq(push)
 
-        def send_header(opcode, length):
-            m.d.comb += [self.header.valid.eq(1), self.header.payload.opcode.eq(opcode),
-                         self.header.payload.status.eq(Status.OK),
-                         self.header.payload.tag.eq(tag), self.header.payload.length.eq(length)]
+        def push_data():
+            m.d.comb += [push.end.eq(0), push.half.eq(half), push.length.eq(fill),
+                         push.tag.eq(beat.tag), frames.w_en.eq(1)]
 
-        with m.FSM():
+        with m.FSM(name="fill"):
             with m.State("INPUT"):
                 m.d.comb += self.i.ready.eq(1)
                 with m.If(self.i.valid):
                     p = self.i.payload
-                    m.d.sync += [beat.eq(p), tag.eq(p.tag), k.eq(0)]
+                    m.d.sync += [beat.eq(p), k.eq(0)]
                     with m.Switch(p.kind):
                         with m.Case(OutputKind.HEADER):
                             h = HeaderLayout(p.data[:HeaderLayout.size])
@@ -77,54 +84,69 @@ class JpegReplier(wiring.Component):
                         with m.Case(OutputKind.TRAILER):
                             m.next = "TRAILER"
             with m.State("PIXELS"):
-                m.d.comb += [wp.addr.eq(fill), wp.data.eq(beat.data.word_select(k, 8)),
-                             wp.en.eq(1)]
-                m.d.sync += [fill.eq(fill + 1), k.eq(k + 1)]
-                with m.If(fill + 1 == depth):
-                    m.d.sync += after_send.eq(0)
-                    m.next = "DATA_HEADER"
-                    with m.If(k + 1 == pixel_bytes):
-                        m.d.sync += k.eq(0)
-                        m.d.sync += after_send.eq(1)     # the beat is done: next beat after
-                with m.Elif(k + 1 == pixel_bytes):
-                    m.next = "INPUT"
+                with m.If(~busy.bit_select(half, 1)):
+                    m.d.comb += [wp.addr.eq(Mux(half, depth, 0) + fill),
+                                 wp.data.eq(beat.data.word_select(k, 8)), wp.en.eq(1)]
+                    m.d.sync += [fill.eq(fill + 1), k.eq(k + 1)]
+                    with m.If(fill + 1 == depth):
+                        m.next = "FULL"
+                    with m.Elif(k + 1 == pixel_bytes):
+                        m.next = "INPUT"
+            with m.State("FULL"):                 # a whole frame: queue it, take the other half
+                with m.If(frames.w_rdy):
+                    push_data()
+                    m.d.comb += set_busy.bit_select(half, 1).eq(1)
+                    m.d.sync += [fill.eq(0), half.eq(~half)]
+                    with m.If(k == pixel_bytes):
+                        m.next = "INPUT"
+                    with m.Else():
+                        m.next = "PIXELS"
             with m.State("TRAILER"):
-                m.d.sync += record.eq(Cat(trailer.status, Const(0, 8), width, height,
-                                          trailer.cycles, trailer.symbols))
                 with m.If(fill != 0):
-                    m.d.sync += after_send.eq(1)
-                    m.next = "DATA_HEADER"
+                    with m.If(frames.w_rdy):
+                        push_data()
+                        m.d.comb += set_busy.bit_select(half, 1).eq(1)
+                        m.d.sync += [fill.eq(0), half.eq(~half)]
+                        m.next = "END"
                 with m.Else():
-                    m.next = "END_HEADER"
-            with m.State("DATA_HEADER"):
-                send_header(Opcode.JPEG_DATA, fill)
-                with m.If(self.header.ready):
-                    m.d.sync += rd.eq(0)
-                    m.d.comb += rp.addr.eq(0)
-                    m.next = "DATA"
-            with m.State("DATA"):
-                m.d.comb += [self.payload.valid.eq(1), self.payload.payload.eq(rp.data)]
-                with m.If(take_byte):
-                    m.d.sync += rd.eq(rd + 1)
-                    with m.If(rd + 1 == fill):
-                        m.d.sync += fill.eq(0)
-                        with m.If(after_send & (beat.kind == OutputKind.TRAILER)):
-                            m.next = "END_HEADER"
-                        with m.Elif(after_send):
-                            m.next = "INPUT"
-                        with m.Else():
-                            m.next = "PIXELS"
-            with m.State("END_HEADER"):
-                send_header(Opcode.JPEG_END, END_RECORD)
-                with m.If(self.header.ready):
-                    m.d.sync += rd.eq(0)
                     m.next = "END"
             with m.State("END"):
-                m.d.comb += [self.payload.valid.eq(1),
-                             self.payload.payload.eq(record.word_select(rd[:4], 8))]
+                with m.If(frames.w_rdy):
+                    m.d.comb += [push.end.eq(1), push.tag.eq(beat.tag), frames.w_en.eq(1),
+                                 push.length.eq(END_RECORD),
+                                 push.record.eq(Cat(trailer.status, Const(0, 8), width, height,
+                                                    trailer.cycles, trailer.symbols))]
+                    m.next = "INPUT"
+
+        # ---- Sending: queued frames, oldest first ---------------------------------------------
+        current = entry(Signal(entry.size))
+        head = entry(frames.r_data)
+        rd = Signal(range(depth + 1))
+        take_byte = Signal()
+        m.d.comb += [take_byte.eq(self.payload.valid & self.payload.ready),
+                     rp.addr.eq(Mux(current.half, depth, 0) + rd + take_byte)]
+        with m.FSM(name="send"):
+            with m.State("IDLE"):
+                m.d.comb += [self.header.valid.eq(frames.r_rdy),
+                             self.header.payload.opcode.eq(
+                                 Mux(head.end, Opcode.JPEG_END, Opcode.JPEG_DATA)),
+                             self.header.payload.status.eq(Status.OK),
+                             self.header.payload.tag.eq(head.tag),
+                             self.header.payload.length.eq(head.length)]
+                with m.If(frames.r_rdy & self.header.ready):
+                    m.d.comb += [frames.r_en.eq(1), rp.addr.eq(Mux(head.half, depth, 0))]
+                    m.d.sync += [current.eq(head), rd.eq(0)]
+                    m.next = "SEND"
+            with m.State("SEND"):
+                with m.If(current.end):
+                    m.d.comb += [self.payload.valid.eq(1),
+                                 self.payload.payload.eq(current.record.word_select(rd[:4], 8))]
+                with m.Else():
+                    m.d.comb += [self.payload.valid.eq(1), self.payload.payload.eq(rp.data)]
                 with m.If(take_byte):
                     m.d.sync += rd.eq(rd + 1)
-                    with m.If(rd + 1 == END_RECORD):
-                        m.d.sync += rd.eq(0)
-                        m.next = "INPUT"
+                    with m.If(rd + 1 == current.length):
+                        with m.If(~current.end):
+                            m.d.comb += clear_busy.bit_select(current.half, 1).eq(1)
+                        m.next = "IDLE"
         return m
