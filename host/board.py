@@ -292,6 +292,8 @@ class Board(Device):
             while emit in results:
                 yield results.pop(emit)
                 emit += 1
+                # silence counts only while the host waits, not while its consumer is busy
+                self.link.last_activity = time.monotonic()
             if exhausted and not self._attempts and not retry and emit == index:
                 return
             if not self._attempts and not retry:

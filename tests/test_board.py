@@ -168,3 +168,4 @@ def test_something_that_is_not_a_board():
         port = server.getsockname()[1]
         with pytest.raises(DeviceUnreachable, match="no answer"):
             Board(TcpTransport("127.0.0.1", port), timeout=0.5, retries=1)
+
