@@ -14,6 +14,7 @@ Results come back in submission order whatever the device's own order.
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,16 @@ class DecodeResult:
     def as_dict(self):
         return {"file": self.name, "status": self.status, "width": self.width,
                 "height": self.height, "cycles": self.cycles, "error": self.error}
+
+
+class _Key(NamedTuple):
+    """A file as the device sees it; printed as its name in the device's messages."""
+    index: int
+    name: str
+    data: bytes
+
+    def __str__(self):
+        return self.name
 
 
 def describe_status(status):
@@ -88,16 +99,16 @@ class DecoderService:
                 status, width, height = precheck(data, self.device.max_width,
                                                  self.device.max_height)
                 if status == JpegStatus.OK:
-                    yield (index, name, data), data, self.fast, (width, height)
+                    yield _Key(index, name, data), data, self.fast, (width, height)
                 elif status.unsupported:
                     held[index] = self._fallback(index, name, data, describe_status(status),
                                                  None)
-                    yield (index, name, None), None, self.fast
+                    yield _Key(index, name, None), None, self.fast
                 else:
                     held[index] = DecodeResult(index, name, "error",
                                                error="host pre-check: "
                                                + describe_status(status))
-                    yield (index, name, None), None, self.fast
+                    yield _Key(index, name, None), None, self.fast
 
         for reply in self.device.decode_jpegs(jobs()):
             index, name, data = reply.key

@@ -152,7 +152,7 @@ def test_a_device_that_disappears_is_named():
     killer = threading.Timer(0.5, lambda: sim.process.send_signal(signal.SIGKILL))
     try:
         killer.start()
-        with pytest.raises((DeviceGone, DeviceUnreachable), match="files in flight"):
+        with pytest.raises((DeviceGone, DeviceUnreachable), match=r"files in flight: #\d+"):
             with DecoderService(board) as service:
                 list(service.decode(files * 50))
     finally:
