@@ -19,22 +19,19 @@ import argparse
 import hashlib
 import json
 import os
-import selectors
 import shutil
+import selectors
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import termios
 import time
-import tty
 from importlib import metadata
 from pathlib import Path
 
 from filelock import FileLock
 
-from ..rtl.link.protocol import MAX_PAYLOAD, FrameDecoder, Opcode, encode_frame
+from ..rtl.link.protocol import FrameDecoder, Opcode, file_requests
 from .runner import VERILATOR_WAIVERS, build_dir_root
 from .toolpaths import simulator_env
 
@@ -412,60 +409,23 @@ class SimBoard:
 # ---- The host side (tests, benchmark) ---------------------------------------------------------
 
 class BoardLink:
-    """A byte link to a device string: ``write`` (blocking), ``read`` (with a timeout),
-    ``close``.  Not the host runtime's transport: just enough for tests and the benchmark."""
+    """Raw frames to a device string over the host runtime's transports
+    (:func:`dlforge.host.transport.open_transport`): ``write``, ``read`` (with a timeout),
+    ``exchange``, ``close``.  No recovery, no registers: the tests and the benchmark look at
+    what the board itself sends."""
 
     def __init__(self, device, timeout=30.0):
+        from ..host.transport import open_transport
         self.device = device
-        self._sock = None
-        self._rfd = self._wfd = None
-        kind, _, where = device.partition(":")
-        if kind == "tcp":
-            host, _, port = where.rpartition(":")
-            self._sock = socket.create_connection((host, int(port)), timeout=timeout)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sock.setblocking(False)
-            self._rfd = self._wfd = self._sock.fileno()
-        elif kind == "serial":
-            fd = os.open(where, os.O_RDWR | os.O_NOCTTY)
-            try:
-                tty.setraw(fd, termios.TCSANOW)
-                os.set_blocking(fd, False)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._rfd = self._wfd = fd
-        elif kind == "xdma":
-            self._wfd = os.open(f"{where}_h2c_0", os.O_WRONLY)
-            try:
-                self._rfd = os.open(f"{where}_c2h_0", os.O_RDONLY)
-            except BaseException:
-                os.close(self._wfd)
-                raise
-            os.set_blocking(self._rfd, False)
-            os.set_blocking(self._wfd, False)
-        else:
-            raise ValueError(f"unknown device {device!r}")
+        self.transport = open_transport(device, timeout=timeout)
+        self._buffer = bytearray(1 << 20)
 
     def fileno(self):
-        return self._rfd
+        return self.transport.rfd
 
-    def _write_some(self, data):
-        try:
-            if self._sock is not None:
-                return self._sock.send(data)
-            return os.write(self._wfd, data)
-        except BlockingIOError:
-            return 0
-
-    def _read_some(self, n=1 << 20):
-        try:
-            data = self._sock.recv(n) if self._sock is not None else os.read(self._rfd, n)
-        except BlockingIOError:
-            return None
-        if not data and self._sock is not None:
-            raise ConnectionError("the board closed the connection")
-        return data
+    def _read_some(self):
+        n = self.transport.recv_into(memoryview(self._buffer))
+        return bytes(self._buffer[:n]) if n else None
 
     def exchange(self, data=b"", until=None, timeout=60.0, decoder=None):
         """Write ``data`` while reading; return the frames read, once ``until(frames)`` is
@@ -475,56 +435,31 @@ class BoardLink:
         frames = []
         pending = memoryview(bytes(data))
         deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._rfd, selectors.EVENT_READ, "r")
-            writing = False
-            while True:
-                if pending and not writing:
-                    if self._wfd == self._rfd:
-                        sel.modify(self._rfd, selectors.EVENT_READ | selectors.EVENT_WRITE, "r")
-                    else:
-                        sel.register(self._wfd, selectors.EVENT_WRITE, "w")
-                    writing = True
-                elif not pending and writing:
-                    if self._wfd == self._rfd:
-                        sel.modify(self._rfd, selectors.EVENT_READ, "r")
-                    else:
-                        sel.unregister(self._wfd)
-                    writing = False
-                if not pending and (until is None or until(frames)):
-                    return frames
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"no complete answer from {self.device} in {timeout} s "
-                                       f"({len(frames)} frames so far)")
-                for key, events in sel.select(min(left, 1.0)):
-                    if events & selectors.EVENT_WRITE and pending:
-                        n = self._write_some(pending[:1 << 16])
-                        pending = pending[n:]
-                    if events & selectors.EVENT_READ:
-                        chunk = self._read_some()
-                        if chunk:
-                            frames += decoder.feed(chunk)
+        while True:
+            if not pending and (until is None or until(frames)):
+                return frames
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no complete answer from {self.device} in {timeout} s "
+                                   f"({len(frames)} frames so far)")
+            self.transport.wait(bool(pending), min(left, 1.0))
+            if pending:
+                pending = pending[self.transport.send(pending[:1 << 16]):]
+            chunk = self._read_some()
+            if chunk:
+                frames += decoder.feed(chunk)
 
     def write(self, data, timeout=60.0):
         self.exchange(data, None, timeout)
 
     def read(self, timeout=0.0):
         """What has arrived within ``timeout`` seconds (b"" if nothing)."""
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._rfd, selectors.EVENT_READ)
-            if not sel.select(timeout):
-                return b""
+        if not self.transport.wait(False, timeout):
+            return b""
         return self._read_some() or b""
 
     def close(self):
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-        else:
-            for fd in {self._rfd, self._wfd} - {None}:
-                os.close(fd)
-        self._rfd = self._wfd = None
+        self.transport.close()
 
     def __enter__(self):
         return self
@@ -536,15 +471,6 @@ class BoardLink:
 def connect(device, timeout=30.0):
     """A :class:`BoardLink` to ``device`` (tcp:HOST:PORT, serial:/dev/pts/N, xdma:P)."""
     return BoardLink(device, timeout)
-
-
-def file_requests(tag, data, max_payload=MAX_PAYLOAD, fast=False):
-    """A JPEG file as ``JPEG_DATA`` chunks of at most ``max_payload`` bytes and a final,
-    non-empty ``JPEG_END`` chunk, all under ``tag`` (status bit 0: fast upsampling)."""
-    chunks = [data[i:i + max_payload] for i in range(0, len(data), max_payload)] or [b""]
-    return [encode_frame(Opcode.JPEG_END if n == len(chunks) - 1 else Opcode.JPEG_DATA, tag,
-                         chunk, status=int(fast), max_payload=max_payload)
-            for n, chunk in enumerate(chunks)]
 
 
 # ---- The benchmark ----------------------------------------------------------------------------

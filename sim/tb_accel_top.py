@@ -19,7 +19,7 @@ from cocotb.triggers import FallingEdge, ReadOnly
 
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.rtl.link.protocol import (HEADER_BYTES, FrameDecoder, Opcode, Register, Status,
-                                       VERSION, encode_frame)
+                                       VERSION, encode_frame, file_requests)
 from dlforge.sim import jpeg_corpus
 from dlforge.sim.cocotb_stream import start
 from dlforge.sim.jpeg_model import JpegDecodeError, decode
@@ -31,14 +31,6 @@ def _files():
     corpus = (jpeg_corpus.mixed_corpus() if PARAMS.get("corpus", "quick") == "mixed"
               else jpeg_corpus.baseline_corpus("quick"))
     return [f.data for f in corpus[:int(PARAMS.get("limit", 10))]]
-
-
-def file_requests(tag, data, max_payload, fast=False):
-    """A file as JPEG_DATA chunks and a final JPEG_END chunk (never empty)."""
-    chunks = [data[i:i + max_payload] for i in range(0, len(data), max_payload)] or [b""]
-    return [encode_frame(Opcode.JPEG_END if n == len(chunks) - 1 else Opcode.JPEG_DATA, tag,
-                         chunk, status=int(fast))
-            for n, chunk in enumerate(chunks)]
 
 
 @cocotb.test(skip="conv" in PARAMS)

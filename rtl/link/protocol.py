@@ -31,7 +31,7 @@ import zlib
 __all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES", "VERSION",
            "Opcode",
            "Register", "Status",
-           "crc16", "crc32", "encode_frame", "FrameDecoder", "Frame", "FrameError"]
+           "crc16", "crc32", "encode_frame", "file_requests", "FrameDecoder", "Frame", "FrameError"]
 
 MAGIC = b"\x5a\xa5"
 HEADER_BYTES = 12
@@ -116,6 +116,15 @@ def encode_frame(opcode, tag, payload=b"", status=0, max_payload=MAX_PAYLOAD):
     fields = struct.pack("<BBHI", int(opcode), int(status), tag, len(payload))
     return (MAGIC + fields + struct.pack("<H", crc16(fields)) + payload
             + struct.pack("<I", crc32(payload)))
+
+
+def file_requests(tag, data, max_payload=MAX_PAYLOAD, fast=False):
+    """A JPEG file as frames: ``JPEG_DATA`` chunks of at most ``max_payload`` bytes and a
+    final, non-empty ``JPEG_END`` chunk, all under ``tag`` (status bit 0: fast upsampling)."""
+    chunks = [data[i:i + max_payload] for i in range(0, len(data), max_payload)] or [b""]
+    return [encode_frame(Opcode.JPEG_END if n == len(chunks) - 1 else Opcode.JPEG_DATA, tag,
+                         chunk, status=int(fast), max_payload=max_payload)
+            for n, chunk in enumerate(chunks)]
 
 
 class Frame:
