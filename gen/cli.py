@@ -5,6 +5,7 @@ import json
 import sys
 
 from .blocks import BLOCKS, get_block
+from .board_commands import add_board_commands
 from .runtime_commands import add_runtime_commands
 
 __all__ = ["main"]
@@ -199,6 +200,7 @@ def build_parser():
     bench.set_defaults(func=cmd_bench)
 
     add_runtime_commands(sub)
+    add_board_commands(sub)
 
     from ..boards.ooc import DEVICES
     synth = sub.add_parser("synth", help="out-of-context synthesis, place and route of a block "

@@ -29,36 +29,50 @@ __all__ = ["AcceleratorTop"]
 
 
 class AcceleratorTop(wiring.Component):
-    i: In(stream.Signature(8))
-    o: Out(stream.Signature(8))
-
     def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD,
-                 input_fifo_depth=64, conv=None, reply_payload=None):
-        if not 1 <= cores <= MAX_CORES:
+                 input_fifo_depth=64, conv=None, reply_payload=None, register_port=False):
+        # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
+        # the link's control plane, to bring up a board's link)
+        if not 0 <= cores <= MAX_CORES:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
-            raise ValueError(f"cores must be 1 to {MAX_CORES}, not {cores}")
+            raise ValueError(f"cores must be 0 to {MAX_CORES}, not {cores}")
         self.conv = conv                    # an EngineConfig, or None for no engine
         self.n_cores, self.max_width, self.max_height = cores, max_width, max_height
         self.max_payload, self.input_fifo_depth = max_payload, input_fifo_depth
         # Replies may use larger frames than requests (a reply buffer per core instead of the
         # receiver's two slots): fewer frames per image for the host to handle.
         self.reply_payload = max_payload if reply_payload is None else reply_payload
-        super().__init__()
+        # register_port: the register file also on wires, for a bus slave next to the link
+        # (dlforge.rtl.axi_export's AXI4-Lite): ``reg_data`` is register ``reg_addr`` (read
+        # combinationally), ``reg_reset`` does what writing 1 to Register.RESET does.  Off,
+        # the ports are exactly ``i`` and ``o`` (other tops and cached simulator builds).
+        self.register_port = register_port
+        members = {"i": In(stream.Signature(8)), "o": Out(stream.Signature(8))}
+        if register_port:
+            members |= {"reg_addr": In(6), "reg_data": Out(32), "reg_reset": In(1)}
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         n = self.n_cores
-        opcodes = [Opcode.JPEG_DATA, Opcode.JPEG_END] + ([Opcode.CONV_WORDS] if self.conv else [])
+        # With no decoder cores (a small FPGA holding only the engine) JPEG frames are unknown
+        # opcodes: refused with an ERROR frame like any other.
+        opcodes = ([Opcode.JPEG_DATA, Opcode.JPEG_END] if n else []) \
+            + ([Opcode.CONV_WORDS] if self.conv else [])
         m.submodules.control = control = LinkControl(data_opcodes=opcodes,
                                                      max_payload=self.max_payload)
         wiring.connect(m, wiring.flipped(self.i), control.i)
         wiring.connect(m, control.o, wiring.flipped(self.o))
+        reset = control.reset               # what resets the cores and the engine
+        if self.register_port:
+            reset = Signal()
+            m.d.comb += reset.eq(control.reset | self.reg_reset)
 
         layout = input_layout(1, TAG_BITS)
         cores, fifos, repliers = [], [], []
         for k in range(n):
             core = JpegCore(self.max_width, self.max_height, 1, TAG_BITS)
-            m.submodules[f"core{k}"] = ResetInserter(control.reset)(core)
+            m.submodules[f"core{k}"] = ResetInserter(reset)(core)
             fifo = SyncFIFOBuffered(width=layout.size, depth=self.input_fifo_depth)
             m.submodules[f"fifo{k}"] = fifo
             replier = JpegReplier(self.reply_payload)
@@ -89,7 +103,7 @@ class AcceleratorTop(wiring.Component):
                 m.d.comb += [fifo.w_en.eq(control.data.valid), control.data.ready.eq(fifo.w_rdy)]
         if self.conv:
             engine = ConvEngine(self.conv)
-            m.submodules.engine = ResetInserter(control.reset)(engine)
+            m.submodules.engine = ResetInserter(reset)(engine)
             m.submodules.packer = packer = WordPacker(self.conv.link_bytes)
             m.submodules.conv_reply = conv_reply = ConvReplier(self.conv.link_bytes,
                                                                 self.reply_payload)
@@ -101,9 +115,10 @@ class AcceleratorTop(wiring.Component):
                              control.data.ready.eq(packer.i.ready)]
             with m.If(control.data.valid & is_conv):
                 m.d.sync += conv_reply.tag.eq(h.tag)
-        with m.If(control.data.valid & control.data.ready & beat.last
-                  & (h.opcode == Opcode.JPEG_END)):
-            m.d.sync += file_core.eq(0 if n == 1 else (file_core + 1) % n)
+        if n:
+            with m.If(control.data.valid & control.data.ready & beat.last
+                      & (h.opcode == Opcode.JPEG_END)):
+                m.d.sync += file_core.eq(0 if n == 1 else (file_core + 1) % n)
 
         # ---- Replies: a whole frame of one core (or the engine) at a time ----------------------
         if self.conv:
@@ -170,4 +185,6 @@ class AcceleratorTop(wiring.Component):
                          regs[Register.CONV_INPUT_DEPTH].eq(cfg.input_depth),
                          regs[Register.CONV_PSUM_DEPTH].eq(cfg.psum_depth),
                          regs[Register.CONV_MAX_REDUCTION].eq(cfg.max_reduction)]
+        if self.register_port:
+            m.d.comb += self.reg_data.eq(regs[self.reg_addr])
         return m

@@ -75,35 +75,32 @@ class LinkControl(wiring.Component):
         # going out.
         req_header = stream.Signature(FrameHeader).create(path=("req_header",))
         req_payload = stream.Signature(8).create(path=("req_payload",))
-        owner_length = Signal(32)
-        owner_count = Signal(32)
+        owner_left = Signal(32)             # payload bytes of the frame still to pass
         with m.FSM(name="sender"):
             with m.State("FREE"):
                 with m.If(self.reply_header.valid):
                     wiring.connect(m, wiring.flipped(self.reply_header), tx.header)
                     with m.If(tx.header.ready):
-                        m.d.sync += [owner_length.eq(self.reply_header.payload.length),
-                                     owner_count.eq(0)]
+                        m.d.sync += owner_left.eq(self.reply_header.payload.length)
                         with m.If(self.reply_header.payload.length != 0):
                             m.next = "REPLY"
                 with m.Elif(req_header.valid):
                     wiring.connect(m, req_header, tx.header)
                     with m.If(tx.header.ready):
-                        m.d.sync += [owner_length.eq(req_header.payload.length),
-                                     owner_count.eq(0)]
+                        m.d.sync += owner_left.eq(req_header.payload.length)
                         with m.If(req_header.payload.length != 0):
                             m.next = "ANSWER"
             with m.State("REPLY"):
                 wiring.connect(m, wiring.flipped(self.reply), tx.payload)
                 with m.If(self.reply.valid & tx.payload.ready):
-                    m.d.sync += owner_count.eq(owner_count + 1)
-                    with m.If(owner_count + 1 == owner_length):
+                    m.d.sync += owner_left.eq(owner_left - 1)
+                    with m.If(owner_left == 1):     # (a constant compare: a short path)
                         m.next = "FREE"
             with m.State("ANSWER"):
                 wiring.connect(m, req_payload, tx.payload)
                 with m.If(req_payload.valid & tx.payload.ready):
-                    m.d.sync += owner_count.eq(owner_count + 1)
-                    with m.If(owner_count + 1 == owner_length):
+                    m.d.sync += owner_left.eq(owner_left - 1)
+                    with m.If(owner_left == 1):     # (a constant compare: a short path)
                         m.next = "FREE"
 
         def send_header(opcode, status, length):

@@ -58,6 +58,7 @@ class FrameReceiver(wiring.Component):
         header = Signal(FrameHeader)
         fields = Signal(64)                 # bytes 2..9 as they arrive (first byte lowest)
         count = Signal(range(max(depth, 12) + 1))
+        len_bits = max(depth, 1).bit_length()     # a checked payload length fits these bits
         check = Signal(32)                  # the CRC bytes received
         slot_full = [Signal(name=f"slot_full{n}") for n in range(2)]
         slot_header = [Signal(FrameHeader, name=f"slot_header{n}") for n in range(2)]
@@ -117,7 +118,9 @@ class FrameReceiver(wiring.Component):
                              wp.data.eq(byte), wp.en.eq(take)]
                 with m.If(take):
                     m.d.sync += count.eq(count + 1)
-                    with m.If(count + 1 == header.length):
+                    # (the length was checked against the depth: its low bits are all of it,
+                    # and a narrow compare keeps the adder's path short)
+                    with m.If(count + 1 == header.length[:len_bits]):
                         m.d.sync += count.eq(0)
                         m.next = "TRAILER"
             with m.State("TRAILER"):
@@ -154,8 +157,7 @@ class FrameReceiver(wiring.Component):
         full = Cat(*slot_full).bit_select(r_slot, 1)
         room = fifo.level + in_flight < 3
         issue = full & room
-        remaining = current.length - r_addr
-        is_last = (current.length == 0) | (remaining == 1)
+        is_last = (current.length[:len_bits] == 0) | (r_addr + 1 == current.length[:len_bits])
         m.d.comb += [rp.addr.eq(Cat(r_addr[:(depth - 1).bit_length()], r_slot)), rp.en.eq(1)]
         m.d.sync += [in_flight.eq(issue), flight_last.eq(is_last), flight_header.eq(current)]
         with m.If(issue):

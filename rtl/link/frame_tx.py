@@ -29,8 +29,11 @@ class FrameSender(wiring.Component):
         m.submodules.hcrc = hcrc = Crc(CRC16)
         m.submodules.pcrc = pcrc = Crc(CRC32)
         fields = Signal(64)
-        count = Signal(32)
-        length = Signal(32)
+        # A byte index inside the header and trailer, and a payload down-counter: compared
+        # with constants only, so no adder feeds a wide comparison (that chain limited the
+        # iCE40 build to 10 MHz).
+        count = Signal(3)
+        left = Signal(32)
         sent = self.o.valid & self.o.ready
         m.d.comb += [hcrc.data.eq(self.o.payload), pcrc.data.eq(self.o.payload)]
 
@@ -38,8 +41,8 @@ class FrameSender(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.header.ready.eq(1)
                 with m.If(self.header.valid):
-                    m.d.sync += [fields.eq(self.header.payload), length.eq(self.header.payload.length),
-                                 count.eq(0)]
+                    m.d.sync += [fields.eq(self.header.payload),
+                                 left.eq(self.header.payload.length), count.eq(0)]
                     m.d.comb += hcrc.clear.eq(1)
                     m.next = "MAGIC0"
             with m.State("MAGIC0"):
@@ -66,7 +69,7 @@ class FrameSender(wiring.Component):
                     with m.If(count == 1):
                         m.d.sync += count.eq(0)
                         m.d.comb += pcrc.clear.eq(1)
-                        with m.If(length == 0):
+                        with m.If(left == 0):
                             m.next = "CRC"
                         with m.Else():
                             m.next = "PAYLOAD"
@@ -75,9 +78,8 @@ class FrameSender(wiring.Component):
                              self.o.payload.eq(self.payload.payload),
                              self.payload.ready.eq(self.o.ready), pcrc.valid.eq(sent)]
                 with m.If(sent):
-                    m.d.sync += count.eq(count + 1)
-                    with m.If(count + 1 == length):
-                        m.d.sync += count.eq(0)
+                    m.d.sync += left.eq(left - 1)
+                    with m.If(left == 1):
                         m.next = "CRC"
             with m.State("CRC"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(pcrc.value.word_select(

@@ -28,7 +28,7 @@ import enum
 import struct
 import zlib
 
-__all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES", "VERSION",
+__all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES", "VERSION", "BAUD",
            "Opcode",
            "Register", "Status",
            "crc16", "crc32", "encode_frame", "file_requests", "FrameDecoder", "Frame", "FrameError"]
@@ -37,6 +37,10 @@ MAGIC = b"\x5a\xa5"
 HEADER_BYTES = 12
 TRAILER_BYTES = 4
 MAX_PAYLOAD = 4096
+#: The UART link's bit rate: the boards' UARTs divide their clock for it and the host's
+#: ``serial:`` transport opens ports at it (3 Mbaud is the FT231X/FT2232H limit that both
+#: development boards' USB bridges reach).
+BAUD = 3_000_000
 
 
 class Opcode(enum.IntEnum):

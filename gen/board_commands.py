@@ -1,0 +1,73 @@
+"""The commands for real boards: ``build`` (a bitstream and its report) and ``program``."""
+
+import json
+import sys
+
+__all__ = ["add_board_commands"]
+
+
+def cmd_build(args):
+    from ..boards.build import BuildFailed, build_board
+    try:
+        report = build_board(args.board, cores=args.cores, freq_mhz=args.freq,
+                             out_dir=args.output, seed=args.seed, engine=args.engine)
+        failed = None
+    except BuildFailed as exc:
+        report, failed = exc.report, str(exc)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_report(report)
+    if failed:
+        print(f"dlforge: error: {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_report(r):
+    print(f"board       {r['board']} ({r['device']}), {r['preset']['cores']} decoder core(s), "
+          f"engine {r['preset']['engine'] or 'none'}")
+    print(f"clock       {r['target_mhz']} MHz target (asked {r['requested_mhz']}), "
+          f"{r['fmax_mhz']} MHz reached: timing {'met' if r['meets_timing'] else 'NOT met'}")
+    print(f"uart        {r['baud']} baud (clock / {r['uart_divisor']})")
+    for key in ("luts", "ffs", "bram", "dsp"):
+        used, avail = r["capacity"].get(key, (r[key], None))
+        share = f" of {avail} ({100 * used / avail:.0f} %)" if avail and used is not None else ""
+        print(f"{key:<11} {used}{share}")
+    print(f"bitstream   {r['bitstream'] or '(none)'}")
+    print(f"seconds     {r['seconds']}")
+
+
+def cmd_program(args):
+    from ..boards.program import program_board
+    print(program_board(args.board, args.bitstream, flash=args.flash))
+    return 0
+
+
+def add_board_commands(sub):
+    from ..boards.presets import BOARDS
+    names = tuple(BOARDS)
+    build = sub.add_parser("build", help="bitstream for a board with the YoWASP tools: Fmax, "
+                                         "timing and resources (fails if it does not fit or "
+                                         "misses the clock)")
+    build.add_argument("--board", required=True, choices=names)
+    build.add_argument("--cores", type=int, default=None,
+                       help="JPEG decoder cores (default: the board's preset)")
+    build.add_argument("--freq", type=float, default=None, metavar="MHZ",
+                       help="system clock (default: the board's preset); the PLL's nearest")
+    build.add_argument("--engine", default=None, metavar="RxCxS|none",
+                       help="convolution engine: rows x columns x int8 lanes, or none "
+                            "(default: the board's preset)")
+    build.add_argument("--seed", type=int, default=1, help="placer seed")
+    build.add_argument("-o", "--output", default=None,
+                       help="build folder (default build/boards/BOARD)")
+    build.add_argument("--json", action="store_true")
+    build.set_defaults(func=cmd_build)
+    program = sub.add_parser("program", help="load a bitstream into a board (openFPGALoader)")
+    program.add_argument("--board", required=True, choices=names)
+    program.add_argument("--bitstream", default=None,
+                         help="default: the last `dlforge build` of this board")
+    program.add_argument("--flash", action="store_true",
+                         help="write the SPI flash (kept over power cycles) instead of the "
+                              "FPGA's configuration RAM (the iCEBreaker always uses flash)")
+    program.set_defaults(func=cmd_program)
