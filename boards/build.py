@@ -65,11 +65,17 @@ def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=N
     env = toolchain_env(family)
     started = time.monotonic()
     nextpnr_opts = ["--report", "report.json", "--timing-allow-fail", "--seed", str(seed)]
-    synth_opts = ["-dsp"] if family == "ice40" else []
+    # ECP5: synthesis stops before its `check` step and runs that step without `autoname`,
+    # which traps the 32-bit WebAssembly yosys out of memory on a decoder core's netlist.
+    synth_opts = ["-dsp"] if family == "ice40" else ["-run", ":check"]
+    after = {} if family == "ice40" else {
+        "script_after_synth": "hierarchy -check; stat; check -noinit; blackbox =A:whitebox"}
     error = None
     for attempt in range(2):
+        # emit_src=False: source locations on every cell make the netlist of a decoder core
+        # too big for the 32-bit WebAssembly yosys (it traps out of memory)
         plan = platform.prepare(top, name, nextpnr_opts=" ".join(nextpnr_opts),
-                                synth_opts=" ".join(synth_opts))
+                                synth_opts=" ".join(synth_opts), emit_src=False, **after)
         try:
             plan.execute_local(str(out), env=env)
             error = None

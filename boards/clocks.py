@@ -41,10 +41,11 @@ def ecp5_pll(fin_hz, fout_hz):
             out = fpfd * fb_div
             if not 3.125e6 <= out <= 400e6:             # CLKOP range
                 continue
-            # the smallest output divider that puts the VCO in range gives the least jitter
-            op_div = next((d for d in range(1, 129) if 400e6 <= out * d <= 800e6), None)
-            if op_div is None:
+            # the VCO nearest the middle of its range (as Lattice's ecppll chooses)
+            dividers = [d for d in range(1, 129) if 400e6 <= out * d <= 800e6]
+            if not dividers:
                 continue
+            op_div = min(dividers, key=lambda d: abs(out * d - 600e6))
             error = abs(out - fout_hz)
             if best is None or error < best[0] - 1e-3:
                 best = (error, out, {"CLKI_DIV": in_div, "CLKFB_DIV": fb_div,

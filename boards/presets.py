@@ -12,7 +12,7 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 from amaranth_boards.ulx3s import (ULX3S_12F_Platform, ULX3S_25F_Platform, ULX3S_45F_Platform,
                                    ULX3S_85F_Platform)
 
-from ..rtl.conv.config import EngineConfig
+from ..rtl.conv.config import EngineConfig, parse_engine
 
 __all__ = ["BoardPreset", "BOARDS", "board_preset"]
 
@@ -36,7 +36,7 @@ class BoardPreset:
         columns, int8 lanes; buffers as the board's own engine, or the small one's)."""
         preset = self
         if engine is not None:
-            preset = replace(preset, conv=_engine(engine, self.conv or SMALL_ENGINE))
+            preset = replace(preset, conv=parse_engine(engine, self.conv or SMALL_ENGINE))
         if cores is not None:
             if cores < 0:
                 raise ValueError(f"{self.name}: cores must be at least 0, not {cores}")
@@ -84,13 +84,3 @@ def board_preset(name, cores=None, freq_mhz=None, engine=None):
         raise ValueError(f"unknown board {name!r}; known: {', '.join(BOARDS)}") from None
     return preset.with_options(cores, freq_mhz, engine)
 
-
-def _engine(text, like):
-    if str(text).lower() == "none":
-        return None
-    try:
-        rows, cols, simd = (int(v) for v in str(text).lower().split("x"))
-        return replace(like, rows=rows, cols=cols, simd=simd)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"--engine {text!r}: give none or ROWSxCOLSxLANES, e.g. 2x2x4 "
-                         f"({exc})") from None

@@ -5,6 +5,7 @@ import json
 import sys
 
 from .blocks import BLOCKS, get_block
+from .axi_command import add_axi_command
 from .board_commands import add_board_commands
 from .runtime_commands import add_runtime_commands
 
@@ -201,6 +202,7 @@ def build_parser():
 
     add_runtime_commands(sub)
     add_board_commands(sub)
+    add_axi_command(sub)
 
     from ..boards.ooc import DEVICES
     synth = sub.add_parser("synth", help="out-of-context synthesis, place and route of a block "

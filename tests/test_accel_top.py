@@ -30,8 +30,10 @@ def test_bad_files_between_good_ones_on_two_cores():
 
 
 def test_invalid_parameters():
+    with pytest.raises(ValueError, match="cores must be 0 to 16"):
+        AcceleratorTop(cores=17)
     with pytest.raises(ValueError):
-        AcceleratorTop(cores=0)
+        AcceleratorTop(cores=-1)
 
 
 def test_convolution_layers_over_the_link():

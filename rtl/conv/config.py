@@ -8,7 +8,7 @@ channels of one output pixel at a time, each PE owning one channel's accumulator
 
 from dataclasses import dataclass, asdict
 
-__all__ = ["EngineConfig"]
+__all__ = ["EngineConfig", "parse_engine"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,17 @@ class EngineConfig:
 
     def as_dict(self):
         return asdict(self) | {"acc_bits": self.acc_bits, "macs_per_clock": self.macs_per_clock}
+
+
+def parse_engine(text, like=None):
+    """An engine from a command line: ``none`` (None) or ``ROWSxCOLSxLANES``; the other sizes
+    as ``like`` (default: EngineConfig's)."""
+    from dataclasses import replace
+    if text is None or str(text).lower() == "none":
+        return None
+    try:
+        rows, cols, simd = (int(v) for v in str(text).lower().split("x"))
+        return replace(like or EngineConfig(), rows=rows, cols=cols, simd=simd)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"--engine {text!r}: give none or ROWSxCOLSxLANES, e.g. 2x2x4 "
+                         f"({exc})") from None

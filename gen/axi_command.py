@@ -1,0 +1,203 @@
+"""``dlforge export-axi``: the accelerator as Verilog with AXI ports, and the manifest a shell
+integrator reads instead of our source (docs/axi-export.md)."""
+
+import json
+from pathlib import Path
+
+from ..rtl.conv.config import parse_engine
+from .manifest import describe_shape
+
+__all__ = ["TOP", "add_axi_command", "axi_manifest", "export_axi"]
+
+TOP = "dlforge_axi"
+
+_AXI_ROLES = {
+    "s_axis": ("AXI4-Stream", "slave", "host to card (an XDMA H2C stream): request frames; "
+                                       "TLAST is ignored, frames delimit themselves"),
+    "m_axis": ("AXI4-Stream", "master", "card to host (an XDMA C2H stream): reply frames; "
+                                        "TLAST on the last byte of every frame"),
+    "s_axil": ("AXI4-Lite", "slave", "registers (an XDMA AXI-Lite user BAR): register N at "
+                                     "byte address 4*N"),
+}
+
+
+def _register_values(top):
+    """The registers that hold a constant of this configuration (as ``AcceleratorTop`` sets)."""
+    from ..rtl.link.protocol import VERSION, Register
+    values = {Register.VERSION: VERSION, Register.CORES: top.n_cores,
+              Register.MAX_WIDTH: top.max_width, Register.MAX_HEIGHT: top.max_height,
+              Register.MAX_PAYLOAD: top.max_payload, Register.REPLY_PAYLOAD: top.reply_payload,
+              Register.ARRAY: 0, Register.LINK_BYTES: 0}
+    if top.conv:
+        c = top.conv
+        values |= {Register.ARRAY: c.rows | c.cols << 8 | c.simd << 16 | c.operand_bits << 24,
+                   Register.LINK_BYTES: c.link_bytes,
+                   Register.CONV_WEIGHT_DEPTH: c.weight_depth,
+                   Register.CONV_INPUT_DEPTH: c.input_depth,
+                   Register.CONV_PSUM_DEPTH: c.psum_depth,
+                   Register.CONV_MAX_REDUCTION: c.max_reduction}
+    return values
+
+
+def _register_map(top):
+    from ..rtl.link.protocol import MAX_CORES, Register
+    values = _register_values(top)
+    regs = []
+    for r in Register:
+        entry = {"name": r.name, "number": int(r), "byte_address": 4 * int(r),
+                 "access": "write 1 to reset the decoder cores and the engine (reads 0)"
+                           if r is Register.RESET else "read-only"}
+        if r in (Register.JPEG_IMAGES, Register.JPEG_ERRORS):
+            entry["count"] = MAX_CORES          # one per core: number + core
+            entry["implemented"] = top.n_cores
+        if r in values:
+            entry["value"] = values[r]
+        regs.append(entry)
+    return regs
+
+
+def _ports(component):
+    """Every Verilog port of the top, in the order Amaranth emits the signature."""
+    from amaranth.hdl import Value
+    from amaranth.lib import wiring
+    ports = []
+    for path, member, value in component.signature.flatten(component):
+        name = "__".join(str(p) for p in path)
+        entry = {"name": name, "direction": "input" if member.flow == wiring.In else "output",
+                 "width": len(Value.cast(value)), "shape": describe_shape(member.shape)}
+        if name == "aclk":
+            entry["role"] = "ACLK: the clock of every interface (rising edge), e.g. axi_aclk"
+        elif name == "aresetn":
+            entry["role"] = ("ARESETn: synchronous reset, active low, for every interface, "
+                             "e.g. axi_aresetn")
+        else:
+            entry["interface"] = path[0]
+            entry["axi_signal"] = str(path[1]).upper()
+            if path[1] in ("awprot", "arprot"):
+                entry["role"] = "ignored"
+            elif path == ("s_axis", "tlast"):
+                entry["role"] = "ignored (frames are self-delimiting)"
+        ports.append(entry)
+    return ports
+
+
+def axi_manifest(component, verilog_name=None):
+    """A JSON-able description of an :class:`~dlforge.rtl.axi_export.AxiAccelerator`."""
+    from ..rtl.link.protocol import (HEADER_BYTES, MAGIC, TRAILER_BYTES, VERSION, Opcode,
+                                     Status)
+    top = component.accelerator
+    ports = _ports(component)
+    interfaces = {}
+    for iface, (protocol, mode, purpose) in _AXI_ROLES.items():
+        signals = {p["axi_signal"]: p["name"] for p in ports if p.get("interface") == iface}
+        info = {"protocol": protocol, "mode": mode, "purpose": purpose, "signals": signals,
+                "clock": "aclk", "reset": "aresetn"}
+        if protocol == "AXI4-Stream":
+            info["data_width"] = 8
+        else:
+            info |= {"data_width": 32, "addr_width": component.addr_width,
+                     "responses": "OKAY for aligned addresses inside the 64 registers "
+                                  "(writes other than 1 to RESET are ignored); SLVERR for "
+                                  "unaligned addresses or, with addr_width > 8, addresses "
+                                  "from 0x100 up"}
+        interfaces[iface] = info
+    return {
+        "block": "axi",
+        "top": TOP,
+        "verilog": verilog_name or f"{TOP}.v",
+        "parameters": {"cores": top.n_cores, "max_width": top.max_width,
+                       "max_height": top.max_height, "max_payload": top.max_payload,
+                       "reply_payload": top.reply_payload,
+                       "input_fifo_depth": top.input_fifo_depth,
+                       "addr_width": component.addr_width,
+                       "engine": top.conv.as_dict() if top.conv else None},
+        "ports": ports,
+        "interfaces": interfaces,
+        "clocking": {"clock": "aclk", "reset": "aresetn",
+                     "note": "one clock domain; reset synchronous to aclk, active low, "
+                             "at least one cycle"},
+        "registers": _register_map(top),
+        "protocol": {
+            "version": {"major": VERSION >> 16, "minor": VERSION & 0xFFFF, "register": VERSION},
+            "frame": {"magic": MAGIC.hex(), "header_bytes": HEADER_BYTES,
+                      "header": [{"bytes": "0..1", "field": "magic"},
+                                 {"bytes": "2", "field": "opcode"},
+                                 {"bytes": "3", "field": "status"},
+                                 {"bytes": "4..5", "field": "tag", "type": "uint16 LE"},
+                                 {"bytes": "6..9", "field": "length", "type": "uint32 LE"},
+                                 {"bytes": "10..11", "field": "header CRC-16/CCITT-FALSE of "
+                                                              "bytes 2..9", "type": "uint16 LE"}],
+                      "payload": "length bytes (requests at most max_payload, replies at "
+                                 "most reply_payload)",
+                      "trailer_bytes": TRAILER_BYTES,
+                      "trailer": "CRC-32 (IEEE, as zlib.crc32) of the payload, uint32 LE"},
+            "opcodes": {op.name: int(op) for op in Opcode},
+            "statuses": {s.name: int(s) for s in Status},
+            "document": "docs/protocol.md",
+        },
+        "host": {
+            "transport": "xdma:PATH",
+            "h2c": "PATH_h2c_0: the host writes request frames, which reach s_axis",
+            "c2h": "PATH_c2h_0: the host reads reply frames from m_axis; TLAST ends each read "
+                   "at a frame boundary",
+            "example": "dlforge stream --device xdma:/dev/xdma0",
+            "registers": "the host runtime reads registers with READ_REGS frames over the "
+                         "streams; s_axil is for drivers and monitors (e.g. /dev/xdma0_user)",
+            "data_width": "XDMA streams are 64 bits or wider: put an AXI4-Stream data width "
+                          "converter (TKEEP) between them and these 8-bit ports",
+        },
+    }
+
+
+def export_axi(out_dir, cores=1, max_width=4096, max_height=65535, max_payload=None,
+               reply_payload=None, conv=None, addr_width=8):
+    """Write ``out_dir/dlforge_axi.v`` and ``out_dir/manifest.json``; return (path, manifest)."""
+    from amaranth.back import verilog
+
+    from ..rtl.axi_export import AxiAccelerator
+    from ..rtl.link.protocol import MAX_PAYLOAD
+    component = AxiAccelerator(cores, max_width, max_height,
+                               MAX_PAYLOAD if max_payload is None else max_payload, conv=conv,
+                               reply_payload=reply_payload, addr_width=addr_width)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{TOP}.v"
+    path.write_text(verilog.convert(component, name=TOP, emit_src=False))
+    info = axi_manifest(component, path.name)
+    (out_dir / "manifest.json").write_text(json.dumps(info, indent=2) + "\n")
+    return path, info
+
+
+def cmd_export_axi(args):
+    path, info = export_axi(args.output, cores=args.cores, max_width=args.max_width,
+                            max_height=args.max_height, max_payload=args.max_payload,
+                            reply_payload=args.reply_payload, conv=parse_engine(args.engine),
+                            addr_width=args.addr_width)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"wrote {path} and {path.parent / 'manifest.json'} "
+              f"(top {info['top']}, {len(info['ports'])} ports)")
+    return 0
+
+
+def add_axi_command(sub):
+    """Register ``export-axi`` on the ``dlforge`` subparsers ``sub``."""
+    p = sub.add_parser("export-axi", help="the accelerator as Verilog with AXI4-Stream and "
+                                          "AXI4-Lite ports plus manifest.json, for a PCIe DMA "
+                                          "shell such as XDMA")
+    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--cores", type=int, default=1, help="JPEG decoder cores, 0-16 (default 1)")
+    p.add_argument("--max-width", type=int, default=4096, help="widest image (default 4096)")
+    p.add_argument("--max-height", type=int, default=65535, help="tallest image (default 65535)")
+    p.add_argument("--max-payload", type=int, default=None,
+                   help="largest request payload in bytes (default 4096)")
+    p.add_argument("--reply-payload", type=int, default=None,
+                   help="largest reply payload in bytes (default: --max-payload)")
+    p.add_argument("--engine", default="none", metavar="none|RxCxS",
+                   help="convolution engine: rows x columns x int8 lanes, other sizes as "
+                        "EngineConfig's defaults; or none (default)")
+    p.add_argument("--addr-width", type=int, default=8,
+                   help="AXI4-Lite address bits, 8-32 (default 8: the 64 registers exactly)")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.set_defaults(func=cmd_export_axi)
