@@ -20,6 +20,12 @@ Recovery (a serial link can flip, drop or add bytes; TCP and PCIe do not):
 * on a link that is not reliable, a file the device calls malformed is tried once more (a
   lost chunk looks like a malformed file); the second verdict stands;
 * each file is tried at most ``retries + 1`` times, then reported as an error saying why.
+
+On a link without flow control (a UART board) the :class:`FrameLink` paces the requests
+(``pace``, see :mod:`dlforge.host.link`): one data frame in the device at a time, each
+followed by a barrier PING.  Voiding the attempts drops their frames not yet written; the
+silence rule's ping, answered after everything written, also ends the wait for a barrier
+whose answer was lost.
 """
 
 import struct
@@ -76,13 +82,14 @@ class _Job:
 
 class Board(Device):
     def __init__(self, transport, *, timeout=30.0, retries=3, window=None, verify=None,
-                 owner=None):
+                 owner=None, pace=None):
         self.transport = transport
         self.name = transport.name
         self.timeout = timeout
         self.retries = retries
         self.owner = owner                  # e.g. the simulated board started for us
-        self.link = FrameLink(transport, self._on_frame, verify=verify)
+        # pace: None = when the transport has no flow control (serial)
+        self.link = FrameLink(transport, self._on_frame, verify=verify, pace=pace)
         self._control = {}                  # tag -> (opcode, status, payload)
         self._next_control = 1
         self._next_tag = _CONTROL_TAGS
@@ -247,6 +254,7 @@ class Board(Device):
         final frame may have left open, and put the files back in front of the queue."""
         attempts = list(self._attempts.values())
         self._attempts.clear()
+        self.link.abandon()                 # paced: their frames not yet written
         if attempts and getattr(self, "_last_end", None):
             self.link.queue(*self._last_end)            # the closer
         for attempt in reversed(attempts):
@@ -255,6 +263,11 @@ class Board(Device):
             retry.appendleft(job)
 
     def decode_jpegs(self, jobs):
+        if not self.cores:
+            # (a small FPGA carrying the engine or the link alone: JPEG frames would only be
+            # refused as unknown opcodes, which looks like a damaged link)
+            raise ValueError(f"{self.name} has no JPEG decoder cores (it was built with "
+                             "cores=0); decode on a board with a decoder, or on the cpu")
         jobs = iter(jobs)
         retry = deque()
         results = {}
@@ -348,12 +361,17 @@ class Board(Device):
 
     def _silent(self, retry):
         names = ", ".join(str(a.job.key) for a in self._attempts.values())
+        # Paced: the frames still waiting (for a barrier answer that may have been lost) are
+        # dropped, so the ping goes out now; they belong to attempts voided below.
+        self.link.abandon()
         try:
             self.ping(timeout=min(self.timeout, 5.0))
         except LinkTimeout:
             raise DeviceUnreachable(f"{self.name} stopped answering (silent for "
                                     f"{self.timeout:g} s and no answer to a ping); files in "
                                     f"flight: {names}") from None
+        # The ping was answered after everything written before it: no barrier is pending.
+        self.link.abandon(barrier=True)
         self._void_all(f"no reply within {self.timeout:g} s", retry)
         self.link.last_activity = time.monotonic()
 

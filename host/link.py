@@ -7,6 +7,24 @@ each whole frame.  Frame layout and CRCs: :mod:`dlforge.rtl.link.protocol` (the 
 the gateware uses).  The receive side hunts for the next magic after a damaged header, like
 the device does; a payload whose CRC-32 fails (checked only on links that are not reliable
 on their own) is delivered with ``status = Status.BAD_CRC`` so the caller can act on it.
+
+**Pacing** (``pace``; on by default where the transport has no ``flow_control``, i.e. a UART
+board): the device's receive buffers must never overflow, and nothing on the link tells the
+host when they have room.  The device's control plane handles frames in arrival order, so a
+``PING`` written after a data frame is answered only once that data frame has left the
+device's frame receiver (for the decoder cores or the engine).  A paced link therefore
+writes, after each data frame (``JPEG_DATA``, ``JPEG_END``, ``CONV_WORDS``), a *barrier*: a
+``PING`` with tag 0 (never used by :class:`~dlforge.host.board.Board`, whose control tags are
+1..255 and file tags 256 and up) and a sequence number as payload, and writes the next data
+frame only when that barrier's answer is back.  Control requests (small, one at a time) are
+written in queue order but do not wait for a barrier.  Barrier answers never reach
+``on_frame``.  A barrier the device refused (its payload arrived damaged) is written again.
+So is one whose answer has not come after ``barrier_retry`` seconds without a byte from the
+device (a dropped byte makes the device's receiver take the barrier's first bytes as the
+data frame's, which it then refuses), at most ``barrier_resends`` times per data frame; after
+that the queue waits until the caller gives up on the barrier (:meth:`FrameLink.abandon`,
+which the board's silence rule calls).  At most one data frame, its barriers and one
+control request are in the device at once: see docs/runtime.md.
 """
 
 import binascii
@@ -15,10 +33,26 @@ import time
 import zlib
 from collections import deque
 
-from ..rtl.link.protocol import HEADER_BYTES, MAGIC, TRAILER_BYTES, Status
+from ..rtl.link.protocol import HEADER_BYTES, MAGIC, TRAILER_BYTES, Opcode, Status
 from .transport import LinkTimeout
 
-__all__ = ["FrameLink"]
+__all__ = ["FrameLink", "BARRIER_TAG", "DATA_OPCODES", "paced_bytes"]
+
+#: The tag of the paced link's barrier PINGs (no other request uses it).
+BARRIER_TAG = 0
+#: Frames that go on to the data path (decoder cores, engine): the ones a paced link follows
+#: with a barrier.
+DATA_OPCODES = frozenset({Opcode.JPEG_DATA, Opcode.JPEG_END, Opcode.CONV_WORDS})
+
+
+def paced_bytes(max_payload, barrier_resends=2, control_payload=7):
+    """The most request bytes a paced link can have in the device at once: one data frame,
+    its barrier and the barrier's re-sends, and one control request of the board (one at a
+    time; ``control_payload``: the longest, the recovery ping's b"dlforge").  A UART board's
+    receive FIFO must hold this much (docs/runtime.md)."""
+    framing = HEADER_BYTES + TRAILER_BYTES
+    return (max_payload + framing + (1 + barrier_resends) * (framing + 4)
+            + framing + control_payload)
 
 _FIELDS = struct.Struct("<BBHI")
 _HEADER = struct.Struct("<2sBBHIH")
@@ -27,12 +61,21 @@ _TRAILER = struct.Struct("<I")
 
 class FrameLink:
     def __init__(self, transport, on_frame, max_reply=1 << 20, verify=None,
-                 buffer_bytes=4 << 20):
+                 buffer_bytes=4 << 20, pace=None, barrier_retry=1.0, barrier_resends=2):
         self.transport = transport
         self.on_frame = on_frame
         self.max_reply = max_reply
         self.verify = (not transport.reliable) if verify is None else verify
+        self.pace = (not getattr(transport, "flow_control", True)) if pace is None \
+            else bool(pace)
         self.outgoing = deque()                 # memoryviews still to write
+        self.waiting = deque()                  # paced: (is_data, [memoryviews]) not yet written
+        self.barrier = None                     # paced: the sequence number awaited, or None
+        self._barrier_seq = self._barrier_first = 0
+        self._barrier_at = 0.0                  # when the awaited barrier was written
+        self._resends = 0                       # barriers written again for this data frame
+        self.barrier_retry, self.barrier_resends = barrier_retry, barrier_resends
+        self.barriers = self.barrier_refusals = self.barrier_timeouts = 0
         self.buffer = bytearray(max(buffer_bytes, 2 * (max_reply + HEADER_BYTES + 64)))
         self.view = memoryview(self.buffer)
         self.start = self.end = 0               # unparsed bytes: buffer[start:end]
@@ -43,16 +86,86 @@ class FrameLink:
     # ---- sending --------------------------------------------------------------------------
     def queue(self, opcode, tag, payload=b"", status=0):
         """Queue one frame (its payload is not copied)."""
+        parts = self._frame(opcode, tag, payload, status)
+        if not self.pace:
+            self.outgoing.extend(parts)
+            return
+        self.waiting.append((opcode in DATA_OPCODES, parts))
+        self._release()
+
+    @staticmethod
+    def _frame(opcode, tag, payload, status):
         fields = _FIELDS.pack(opcode, status, tag, len(payload))
-        self.outgoing.append(memoryview(MAGIC + fields
-                                        + binascii.crc_hqx(fields, 0xFFFF).to_bytes(2, "little")))
+        hcrc = binascii.crc_hqx(fields, 0xFFFF).to_bytes(2, "little")
+        parts = [memoryview(MAGIC + fields + hcrc)]
         if len(payload):
-            self.outgoing.append(memoryview(payload))
-        self.outgoing.append(memoryview(_TRAILER.pack(zlib.crc32(payload))))
+            parts.append(memoryview(payload))
+        parts.append(memoryview(_TRAILER.pack(zlib.crc32(payload))))
+        return parts
+
+    def _release(self):
+        """Paced: move the frames that may go now to the bytes to write."""
+        waiting = self.waiting
+        while waiting:
+            is_data, parts = waiting[0]
+            if is_data and self.barrier is not None:
+                return                          # the last data frame may still be in the device
+            waiting.popleft()
+            self.outgoing.extend(parts)
+            if is_data:
+                self._resends = 0
+                self._write_barrier()
+                self._barrier_first = self.barrier
+
+    def _write_barrier(self):
+        self._barrier_seq = (self._barrier_seq + 1) & 0xFFFFFFFF
+        self.barrier = self._barrier_seq
+        self._barrier_at = time.monotonic()
+        self.barriers += 1
+        self.outgoing.extend(self._frame(Opcode.PING, BARRIER_TAG,
+                                         self.barrier.to_bytes(4, "little"), 0))
+
+    def _on_barrier(self, opcode, status, payload):
+        if self.barrier is None:
+            return                              # an answer to a barrier given up on
+        if opcode == Opcode.PING:
+            # Any barrier written since the last data frame answers for it; so does a damaged
+            # answer (BAD_CRC): the device answered a PING of ours with tag 0, after everything
+            # written before it.
+            first = self._barrier_first
+            mine = len(payload) == 4 and (int.from_bytes(payload, "little") - first) \
+                & 0xFFFFFFFF <= (self.barrier - first) & 0xFFFFFFFF
+            if status == Status.BAD_CRC or mine:
+                self.barrier = None
+                self._release()
+        elif opcode == Opcode.ERROR and self._resends < self.barrier_resends:
+            # The device refused the barrier (its payload arrived damaged).  A refusal is not
+            # ordered behind the data frame as an answer is: ask again.
+            self.barrier_refusals += 1
+            self._resends += 1
+            self._write_barrier()
+
+    def _barrier_due(self, now):
+        """Paced: seconds until the awaited barrier is written again (None: never): after
+        ``barrier_retry`` seconds in which no byte moved either way."""
+        if self.barrier is None or self._resends >= self.barrier_resends:
+            return None
+        return max(self.last_activity, self._barrier_at) + self.barrier_retry - now
+
+    def abandon(self, barrier=False):
+        """Paced: drop the frames not yet written (a partly written frame is finished), e.g.
+        when the caller voids their attempts; with ``barrier``, also stop waiting for the
+        last barrier's answer (the caller knows by other means, an answered ping written
+        after it, that nothing of ours is left in the device).  Returns the frames dropped."""
+        dropped = len(self.waiting)
+        self.waiting.clear()
+        if barrier:
+            self.barrier = None
+        return dropped
 
     @property
     def sending(self):
-        return bool(self.outgoing)
+        return bool(self.outgoing or self.waiting)
 
     # ---- the loop ----------------------------------------------------------------------------
     def pump(self, timeout=0.0):
@@ -86,9 +199,19 @@ class FrameLink:
                 moved = True
                 self.last_activity = time.monotonic()
                 continue
+            due = None if self.barrier is None else self._barrier_due(time.monotonic())
+            if due is not None and due <= 0:
+                self.barrier_timeouts += 1      # no answer and the device silent: ask again
+                self._resends += 1
+                self._write_barrier()
+                continue
             if moved or timeout <= 0:
                 return moved
-            if not t.wait(bool(self.outgoing), timeout):
+            wait = timeout if due is None else min(timeout, due)
+            if not t.wait(bool(self.outgoing), wait):
+                timeout -= wait
+                if timeout > 0:
+                    continue        # woke for the barrier's deadline: wait out the rest
                 return False
             timeout = 0.0
             moved = True            # woke up: go round once more
@@ -96,7 +219,7 @@ class FrameLink:
     def drain(self, timeout):
         """Write everything queued (reading meanwhile); LinkTimeout if the link stalls."""
         deadline = time.monotonic() + timeout
-        while self.outgoing:
+        while self.outgoing or self.waiting:
             if not self.pump(max(0.0, deadline - time.monotonic())) and \
                     time.monotonic() >= deadline:
                 raise LinkTimeout(f"{self.transport.name}: the device takes no more bytes "
@@ -145,6 +268,9 @@ class FrameLink:
                     self.bad_payloads += 1
                     status = Status.BAD_CRC
             self.start = start + total
-            self.on_frame(opcode, status, tag, payload)
+            if tag == BARRIER_TAG:
+                self._on_barrier(opcode, status, payload)
+            else:
+                self.on_frame(opcode, status, tag, payload)
         if self.start == self.end:
             self.start = self.end = 0

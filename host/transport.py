@@ -15,6 +15,12 @@ read stops reading requests).  The same classes reach a board and the simulated 
 ``reliable`` says whether the link below already guarantees the bytes (TCP, PCIe's link
 CRC): the host then skips the CRC-32 of reply payloads, which would cost more CPU than the
 rest of the host path together.  Headers are always checked.
+
+``flow_control`` says whether the device can hold the host back: a socket or a DMA engine
+takes bytes only as fast as the device reads them, but a UART board has no flow control
+towards the host (no CTS wired) and drops what arrives while its receive FIFO is full.  On
+such a link the host's :class:`~dlforge.host.link.FrameLink` paces its requests (see
+docs/runtime.md).
 """
 
 import errno
@@ -22,10 +28,12 @@ import os
 import select
 import socket
 
+from ..rtl.link.protocol import BAUD
+
 __all__ = ["Transport", "TcpTransport", "SerialTransport", "XdmaTransport", "open_transport",
            "LinkError", "DeviceUnreachable", "DeviceGone", "LinkTimeout", "DEFAULT_BAUD"]
 
-DEFAULT_BAUD = 3_000_000
+DEFAULT_BAUD = BAUD                      # defined once, with the boards' UARTs
 
 
 class LinkError(ConnectionError):
@@ -47,6 +55,7 @@ class LinkTimeout(LinkError, TimeoutError):
 class Transport:
     name = "transport"
     reliable = False
+    flow_control = True     # the device holds the host back when it is busy (False: pace)
     rfd = wfd = -1
 
     def send(self, data):
@@ -102,6 +111,7 @@ class Transport:
 
 class TcpTransport(Transport):
     reliable = True
+    flow_control = True
 
     def __init__(self, host, port, timeout=10.0):
         self.name = f"tcp:{host}:{port}"
@@ -122,6 +132,7 @@ class TcpTransport(Transport):
 
 class SerialTransport(Transport):
     reliable = False
+    flow_control = False    # a board's UART: no CTS, its FIFO overflows if the host runs ahead
     eof_on_zero = False     # a raw tty with VMIN=0 reads 0 bytes when there is nothing yet
 
     def __init__(self, port, baud=DEFAULT_BAUD):
@@ -143,6 +154,7 @@ class SerialTransport(Transport):
 
 class XdmaTransport(Transport):
     reliable = True
+    flow_control = True
 
     def __init__(self, path):
         self.name = f"xdma:{path}"

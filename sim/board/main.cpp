@@ -18,6 +18,15 @@
 // exchanges the buffers with the transport.  After idle_cycles cycles without a byte moving
 // the board blocks in poll() (20 ms) between short bursts of cycles, so an idle board costs
 // little CPU and still wakes at once when bytes arrive.
+//
+// UART mode (compiled with -DDLFORGE_UART_DIVISOR=N, by build_board(uart=N)): the model is
+// the real boards' top (UartAccelerator: pins rx, tx, got, sent, framing_errors, overruns),
+// clocked at N * 3 Mbaud.  The host's bytes are serialised onto rx at N cycles per bit (start
+// bit, 8 data bits LSB first, stop bit), back to back, whether or not the device is ready (a
+// USB-UART bridge does not wait for the FPGA); tx is deserialised (the falling edge of the
+// start bit, samples at the bit centres) into bytes for the host.  The harness reads from
+// the host only while its bridge buffer (UART_IN_BUFFER) has room, which throttles the host
+// to the line rate as a real bridge's finite buffer does.
 
 #include "Vdlforge_top.h"
 #include "verilated.h"
@@ -50,10 +59,31 @@
 #define O_READY o___05Fready
 #define O_PAYLOAD o___05Fpayload
 
+#ifdef DLFORGE_UART_DIVISOR
+#define UART_MODE 1
+#else
+#define UART_MODE 0
+#endif
+
 namespace {
 
+#if UART_MODE
+constexpr uint32_t UART_DIVISOR = DLFORGE_UART_DIVISOR;   // clock cycles per bit
+static_assert(UART_DIVISOR >= 4, "the UART divisor must be at least 4");
+#ifndef DLFORGE_BAUD
+#define DLFORGE_BAUD 3000000                  // dlforge.rtl.link.protocol.BAUD (the build sets it)
+#endif
+constexpr double UART_BAUD = DLFORGE_BAUD;
+constexpr size_t UART_IN_BUFFER = 4096;     // the bridge's buffer towards the FPGA (FT2232H)
+constexpr size_t UART_OUT_FLUSH = 512;      // ... and its USB packets towards the host
+#endif
+
 constexpr size_t OUT_CAP = 4u << 20;        // output buffer: the model stalls when it is full
+#if UART_MODE
+constexpr size_t OUT_FLUSH = UART_OUT_FLUSH;
+#else
 constexpr size_t OUT_FLUSH = 256u << 10;    // ... and an I/O step comes early past this mark
+#endif
 // Output is written in bursts (interrupt moderation, as a DMA engine completes whole buffers):
 // when OUT_FLUSH bytes are pending, or when the model's output paused for a whole I/O period
 // (a frame ended), or when idle.  The host then wakes once per reply frame, not per kilobyte.
@@ -358,9 +388,13 @@ int main(int argc, char** argv) {
     Vdlforge_top* top = new Vdlforge_top{context, "dlforge_top"};
 
     // Reset.
+#if UART_MODE
+    top->rx = 1;                                     // the line idles high
+#else
     top->I_VALID = 0;
     top->I_PAYLOAD = 0;
     top->O_READY = 0;
+#endif
     top->rst = 1;
     uint64_t cycles = 0;
     for (uint64_t k = 0; k < opt.reset_cycles; ++k) {
@@ -405,6 +439,16 @@ int main(int argc, char** argv) {
     bool idle = false;
     double idle_since = 0;
     bool producing = false;                          // the last cycle batch made output
+#if UART_MODE
+    // The bridge's serialiser (host -> rx): the frame's bits still to send, bit 0 on the line.
+    uint32_t ser_bits = 0, ser_left = 0, ser_clock = 0;
+    // Its deserialiser (tx -> host): 0 hunting for a start edge, 1 in a frame, 2 waiting for
+    // the line to go high after a framing error.
+    int des_state = 0;
+    uint32_t des_time = 0, des_next = 0, des_bit = 0, des_byte = 0;
+    uint64_t device_in = 0, device_out = 0;          // the model's got / sent pulses
+    uint64_t host_framing = 0, uart_lost = 0;
+#endif
 
     std::printf("DEVICE %s\n", link.device.c_str());
     std::fflush(stdout);
@@ -452,8 +496,15 @@ int main(int argc, char** argv) {
             in_end -= in_pos;
             in_pos = 0;
         }
-        if (IN_CAP - in_end >= IN_CHUNK && link.connected()) {
-            ssize_t got = link.read_some(in + in_end, IN_CHUNK);
+#if UART_MODE
+        // The bridge takes from the host only what its buffer holds.
+        const size_t want = in_end - in_pos < UART_IN_BUFFER ? UART_IN_BUFFER - (in_end - in_pos)
+                                                             : 0;
+#else
+        const size_t want = IN_CHUNK;
+#endif
+        if (want && IN_CAP - in_end >= want && link.connected()) {
+            ssize_t got = link.read_some(in + in_end, want);
             if (got < 0) link.drop_client();
             else if (got > 0) {
                 link_in += uint64_t(got);
@@ -491,6 +542,65 @@ int main(int argc, char** argv) {
         uint32_t n = 0, took_at = 0, gave_at = 0;   // 1 + the cycle of the batch's last transfer
         const uint64_t in_before = in_pos;
         const size_t out_before = out_len;
+#if UART_MODE
+        while (n < batch) {
+            top->clk = 0;
+            if (!ser_left && in_pos < in_end) {      // the next byte's start bit, back to back
+                ser_bits = 0x200u | (uint32_t(in[in_pos++]) << 1);
+                ser_left = 10;
+                ser_clock = 0;
+                took_at = n + 1;
+            }
+            top->rx = ser_left ? (ser_bits & 1u) : 1u;
+            top->eval();
+            ++n;
+            device_in += top->got;
+            device_out += top->sent;
+            top->clk = 1;
+            top->eval();
+            if (ser_left && ++ser_clock == UART_DIVISOR) {
+                ser_clock = 0;
+                ser_bits >>= 1;
+                --ser_left;
+            }
+            // tx, as it is after this edge: bit k of a frame is sampled N/2 + k*N cycles
+            // after the cycle its start edge was seen.
+            const uint32_t line = top->tx;
+            if (des_state == 0) {
+                if (!line) {
+                    des_state = 1;
+                    des_time = 0;
+                    des_next = UART_DIVISOR / 2;
+                    des_bit = 0;
+                    des_byte = 0;
+                }
+            } else if (des_state == 1) {
+                if (++des_time == des_next) {
+                    des_next += UART_DIVISOR;
+                    if (des_bit == 0) {
+                        if (line) des_state = 0;     // a glitch, not a start bit
+                    } else if (des_bit <= 8) {
+                        des_byte |= line << (des_bit - 1);
+                    } else if (line) {               // the stop bit
+                        des_state = 0;
+                        if (out_len < OUT_CAP) {
+                            out[out_len++] = uint8_t(des_byte);
+                            gave_at = n;
+                        } else {
+                            ++uart_lost;             // nobody reads the host side: lost
+                        }
+                    } else {
+                        des_state = 2;
+                        ++host_framing;
+                    }
+                    ++des_bit;
+                }
+            } else if (line) {
+                des_state = 0;
+            }
+            if (out_len >= flush_at) break;
+        }
+#else
         while (n < batch) {
             const bool valid = in_pos < in_end;
             top->clk = 0;
@@ -511,6 +621,7 @@ int main(int argc, char** argv) {
             top->eval();
             if (out_len >= flush_at) break;
         }
+#endif
         if (took_at || gave_at) owed = took_at > gave_at;
         cycles += n;
         bytes_in += in_pos - in_before;
@@ -524,6 +635,9 @@ int main(int argc, char** argv) {
 
     const double end = now_s();
     if (idle) idle_seconds += end - idle_since;
+#if UART_MODE
+    const unsigned framing_errors = top->framing_errors, overruns = top->overruns;
+#endif
     top->final();
     delete top;
     delete context;
@@ -537,7 +651,7 @@ int main(int argc, char** argv) {
                  "\"busy_cycles\": %llu, \"busy_seconds\": %.6f, \"busy_cycles_per_s\": %.1f, "
                  "\"bytes_in\": %llu, \"bytes_out\": %llu, \"link_bytes_in\": %llu, "
                  "\"link_bytes_out\": %llu, \"discarded\": %llu, \"clients\": %llu, "
-                 "\"dropped\": %llu, \"corrupted\": %llu}\n",
+                 "\"dropped\": %llu, \"corrupted\": %llu",
                  (unsigned long long)cycles, seconds, seconds > 0 ? cycles / seconds : 0.0,
                  (unsigned long long)busy_cycles, busy_seconds,
                  busy_seconds > 0 ? busy_cycles / busy_seconds : 0.0,
@@ -546,6 +660,18 @@ int main(int argc, char** argv) {
                  (unsigned long long)discarded, (unsigned long long)link.clients,
                  (unsigned long long)(in_faults.dropped + out_faults.dropped),
                  (unsigned long long)(in_faults.corrupted + out_faults.corrupted));
+#if UART_MODE
+    // board_seconds: the time the board would have taken (the clock stands for N * 3 MHz).
+    std::fprintf(stderr,
+                 ", \"uart_divisor\": %u, \"clock_hz\": %.0f, \"board_seconds\": %.9f, "
+                 "\"uart_framing\": %u, \"uart_overruns\": %u, \"device_bytes_in\": %llu, "
+                 "\"device_bytes_out\": %llu, \"host_framing\": %llu, \"uart_lost\": %llu",
+                 unsigned(UART_DIVISOR), UART_DIVISOR * UART_BAUD,
+                 cycles / (UART_DIVISOR * UART_BAUD), framing_errors, overruns,
+                 (unsigned long long)device_in, (unsigned long long)device_out,
+                 (unsigned long long)host_framing, (unsigned long long)uart_lost);
+#endif
+    std::fprintf(stderr, "}\n");
     std::fflush(stderr);
     return 0;
 }
