@@ -184,7 +184,9 @@ def build_parser():
 
     bench = sub.add_parser("bench", help="measure a block's speed in simulation, the host "
                                          "runtime (loader) or the simulated board (JSON)")
-    bench.add_argument("block", choices=BLOCKS() + ("loader", "sim-board"))
+    bench.add_argument("block", choices=BLOCKS() + ("loader", "sim-board", "sched"),
+                       help="sched: the GPU scheduler vs stock PyTorch (`dlforge bench sched "
+                            "--help` for its options)")
     bench.add_argument("--device", default="sim",
                        help="loader: the device to measure the host path against")
     bench.add_argument("files", nargs="*", metavar="FILE",
@@ -219,6 +221,11 @@ def build_parser():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["bench", "sched"]:
+        # the scheduler's benchmark has its own options (--device cpu|cuda, --model resnet50)
+        from ..host.bench_sched import main as bench_sched_main
+        return bench_sched_main(argv[2:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse stops filling a trailing positional list at the first option, so files given
