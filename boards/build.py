@@ -70,6 +70,9 @@ def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=N
     synth_opts = ["-dsp"] if family == "ice40" else ["-run", ":check"]
     after = {} if family == "ice40" else {
         "script_after_synth": "hierarchy -check; stat; check -noinit; blackbox =A:whitebox"}
+    bitstream = out / f"{name}.{'bit' if family == 'ecp5' else 'bin'}"
+    for stale in (bitstream, out / "report.json", out / f"{name}.tim", out / f"{name}.rpt"):
+        stale.unlink(missing_ok=True)          # a failed build must not report the last one
     error = None
     for attempt in range(2):
         # emit_src=False: source locations on every cell make the netlist of a decoder core
@@ -90,7 +93,6 @@ def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=N
         synth_opts.append("-noabc9")
         platform = preset.platform()           # a platform prepares one design only
         top = BoardTop(preset, platform)
-    bitstream = out / f"{name}.{'bit' if family == 'ecp5' else 'bin'}"
     report = {"board": board, "device": preset.device, "bitstream": None,
               "requested_mhz": preset.freq_mhz, "target_mhz": round(top.pll.mhz, 4),
               "fmax_mhz": None, "meets_timing": False, "fits": True,
