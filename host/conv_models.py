@@ -12,47 +12,9 @@ __all__ = ["resnet18", "conv_layers", "resnet18_layers"]
 
 
 def resnet18(num_classes=1000):
-    import torch.nn as nn
-
-    class BasicBlock(nn.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.relu = nn.ReLU(inplace=True)
-            self.downsample = None
-            if stride != 1 or cin != cout:
-                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                                nn.BatchNorm2d(cout))
-
-        def forward(self, x):
-            y = self.relu(self.bn1(self.conv1(x)))
-            y = self.bn2(self.conv2(y))
-            return self.relu(y + (x if self.downsample is None else self.downsample(x)))
-
-    class ResNet18(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(3, 2, 1)
-            widths = [(64, 64, 1), (64, 128, 2), (128, 256, 2), (256, 512, 2)]
-            for n, (cin, cout, stride) in enumerate(widths, start=1):
-                setattr(self, f"layer{n}", nn.Sequential(BasicBlock(cin, cout, stride),
-                                                         BasicBlock(cout, cout, 1)))
-            self.avgpool = nn.AdaptiveAvgPool2d(1)
-            self.fc = nn.Linear(512, num_classes)
-
-        def forward(self, x):
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            for n in range(1, 5):
-                x = getattr(self, f"layer{n}")(x)
-            return self.fc(self.avgpool(x).flatten(1))
-
-    return ResNet18()
+    """ResNet-18 (torchvision's layout and layer names), defined once in :mod:`.models`."""
+    from .models import resnet18 as build
+    return build(num_classes)
 
 
 def conv_layers(model, input_shape):

@@ -20,8 +20,12 @@ def test_resnet_parameter_counts_are_torchvisions():
     assert _count(resnet50()) == 25_557_032
 
 
-def test_resnet18_names_match_the_conv_engines_copy():
-    assert set(resnet18().state_dict()) == set(conv_models.resnet18().state_dict())
+def test_resnet_layer_names_are_torchvisions():
+    # the conv engine's layer lists (conv_models) name layers the way torchvision does
+    names18 = set(dict(resnet18().named_modules()))
+    assert {"conv1", "layer1.0.conv2", "layer2.0.downsample.0", "layer4.1.conv2",
+            "fc"} <= names18
+    assert {layer.name for layer in conv_models.resnet18_layers(64)} <= names18
     names = set(dict(resnet50().named_modules()))
     assert {"layer1.0.conv3", "layer4.2.bn3", "layer2.0.downsample.0", "fc"} <= names
 
