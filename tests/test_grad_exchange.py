@@ -127,7 +127,10 @@ def test_one_allreduce_per_bucket_and_step(one_process_group, cap_mb, buckets):
     split.remove()
     assert len(exchange.buckets) == buckets
     assert exchange.allreduces == STEPS * buckets
-    comm = [s for s in timeline.spans if s.kind == "communication"]
+    # (on gloo a span is recorded when its reduction completes, on gloo's thread: in the
+    # order they were started, not necessarily the order they were recorded)
+    comm = sorted((s for s in timeline.spans if s.kind == "communication"),
+                  key=lambda s: s.start_ns)
     assert [s.name for s in comm[:buckets]] == [f"allreduce bucket {i}" for i in range(buckets)]
     assert {s.track for s in comm} == {"allreduce (gloo)"}
     for a, b in zip(stock.parameters(), model.parameters()):
