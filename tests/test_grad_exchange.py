@@ -33,6 +33,14 @@ def _data(size, seed=5):
              torch.randint(0, 10, (2 * HALF,), generator=g)) for _ in range(STEPS)]
 
 
+def _train_side_by_side(model, optimizer, stock, stock_optimizer):
+    for x, y in _data(16):
+        for m, opt in ((model, optimizer), (stock, stock_optimizer)):
+            opt.zero_grad()
+            F.cross_entropy(m(x), y).backward()
+            opt.step()
+
+
 def _sgd(model):
     return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
@@ -119,11 +127,7 @@ def test_one_allreduce_per_bucket_and_step(one_process_group, cap_mb, buckets):
     exchange = GradExchange(split, bucket_cap_mb=cap_mb)
     optimizer = split.attach(_sgd(model))
     stock_optimizer = _sgd(stock)
-    for x, y in _data(16):
-        for m, opt in ((model, optimizer), (stock, stock_optimizer)):
-            opt.zero_grad()
-            F.cross_entropy(m(x), y).backward()
-            opt.step()
+    _train_side_by_side(model, optimizer, stock, stock_optimizer)
     split.remove()
     assert len(exchange.buckets) == buckets
     assert exchange.allreduces == STEPS * buckets
@@ -170,11 +174,7 @@ def test_cuda_stream_protocol_with_stand_in_streams(one_process_group, monkeypat
     exchange.is_cuda, exchange.comm_stream = True, torch.cuda.Stream()
     side, comm = split.executor.stream.name, exchange.comm_stream.name
     optimizer, stock_optimizer = split.attach(_sgd(model)), _sgd(stock)
-    for x, y in _data(16):
-        for m, opt in ((model, optimizer), (stock, stock_optimizer)):
-            opt.zero_grad()
-            F.cross_entropy(m(x), y).backward()
-            opt.step()
+    _train_side_by_side(model, optimizer, stock, stock_optimizer)
     split.remove()
     for a, b in zip(stock.parameters(), model.parameters()):
         assert torch.equal(a, b)
