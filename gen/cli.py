@@ -93,7 +93,8 @@ def cmd_bench(args):
     from ..sim.runner import default_simulator, run_cocotb
     if args.block == "loader":
         from ..host.bench_loader import bench_loader
-        print(json.dumps(bench_loader(args.files or None, device=args.device), indent=2))
+        print(json.dumps(bench_loader(args.files or None, device=args.device or "sim:dma",
+                                      passes=args.passes), indent=2))
         return 0
     if args.block == "sim-board":
         from ..sim.sim_board import bench_sim_board
@@ -187,8 +188,11 @@ def build_parser():
     bench.add_argument("block", choices=BLOCKS() + ("loader", "sim-board", "sched"),
                        help="sched: the GPU scheduler vs stock PyTorch (`dlforge bench sched "
                             "--help` for its options)")
-    bench.add_argument("--device", default="sim",
-                       help="loader: the device to measure the host path against")
+    bench.add_argument("--device", default=None,
+                       help="loader: the device to measure the host path against (default "
+                            "sim:dma); sim-board: not used")
+    bench.add_argument("--passes", type=int, default=8, metavar="N",
+                       help="loader: rounds of the files, streamed as one (default 8)")
     bench.add_argument("files", nargs="*", metavar="FILE",
                        help="JPEG files to measure (decoder blocks; default: --corpus)")
     bench.add_argument("--sim", choices=("verilator", "icarus"), default=None)

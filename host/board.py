@@ -45,18 +45,23 @@ __all__ = ["Board"]
 
 _CONTROL_TAGS = 256                  # tags below this are control requests; files use the rest
 _RECORD = struct.Struct("<BBHHII")
+_STATUS = {int(s): s for s in JpegStatus}
 
 
 class _Attempt:
-    __slots__ = ("tag", "job", "pixels", "filled", "damaged", "end_frame")
+    __slots__ = ("tag", "job", "pixels", "filled", "damaged", "end_frame", "placed")
 
-    def __init__(self, tag, job):
+    def __init__(self, tag, job, pixels=None):
         self.tag, self.job = tag, job
-        # the image's array, allocated once when the host knows its size (no regrowing)
-        self.pixels = np.empty(job.pixel_bytes, np.uint8) if job.pixel_bytes else None
+        # the image's array, allocated once when the host knows its size (no regrowing); on
+        # the DMA link, the arena slot the engine writes into
+        if pixels is None and job.pixel_bytes:
+            pixels = np.empty(job.pixel_bytes, np.uint8)
+        self.pixels = pixels
         self.filled = 0
         self.damaged = False
         self.end_frame = None
+        self.placed = False
 
     def add(self, payload):
         n = len(payload)
@@ -89,7 +94,10 @@ class Board(Device):
         self.retries = retries
         self.owner = owner                  # e.g. the simulated board started for us
         # pace: None = when the transport has no flow control (serial)
-        self.link = FrameLink(transport, self._on_frame, verify=verify, pace=pace)
+        if hasattr(transport, "dma_link"):      # shared memory: files and pixels by DMA
+            self.link = transport.dma_link(self._on_frame, self._on_placed)
+        else:
+            self.link = FrameLink(transport, self._on_frame, verify=verify, pace=pace)
         self._control = {}                  # tag -> (opcode, status, payload)
         self._next_control = 1
         self._next_tag = _CONTROL_TAGS
@@ -119,23 +127,37 @@ class Board(Device):
         self.array = regs[Register.ARRAY]
         self.link_bytes = regs[Register.LINK_BYTES]
         self.link.max_reply = max(self.reply_payload, MAX_PAYLOAD)
-        self.window = window or 2 * self.cores + 1
+        # DMA: 32 files in flight, so that the host can sleep until half of them are done:
+        # one wake-up per 16 images (each costs some 80 us of CPU on a VM; host/dma.py)
+        dma = hasattr(self.link, "post_file")
+        self.window = window or (max(32, 2 * self.cores + 1) if dma else 2 * self.cores + 1)
 
     @classmethod
     def simulated(cls, spec="sim", **options):
-        """Start a private simulated board (``sim``) and connect to it."""
+        """Start a private simulated board and connect to it: ``sim`` over a local socket,
+        ``sim:dma`` over shared memory and its DMA engine (:mod:`dlforge.host.dma`)."""
         from ..sim.sim_board import SimBoard
         from .transport import TcpTransport
+        kind = str(spec).partition(":")[2] or "tcp"
+        if kind not in ("tcp", "dma"):
+            raise ValueError(f"unknown simulated board {spec!r}: use sim or sim:dma")
         sim_keys = ("cores", "conv", "max_width", "max_height", "max_payload", "reply_payload",
                     "corrupt", "drop", "seed")
         sim_options = {k: options.pop(k) for k in sim_keys if k in options}
         if sim_options.get("corrupt") or sim_options.get("drop"):
             options.setdefault("verify", True)      # faults injected under a reliable socket
-        board = SimBoard(link="tcp", exit_on_disconnect=True, **sim_options)
+        if kind == "dma":
+            board = SimBoard(link="dma", **sim_options)
+        else:
+            board = SimBoard(link="tcp", exit_on_disconnect=True, **sim_options)
         board.start()
         try:
-            _, host, port = board.device.split(":")
-            transport = TcpTransport(host, port)
+            if kind == "dma":
+                from .dma import DmaTransport
+                transport = DmaTransport(board.device.partition(":")[2])
+            else:
+                _, host, port = board.device.split(":")
+                transport = TcpTransport(host, port)
             return cls(transport, owner=board, **options)
         except BaseException:
             board.stop()
@@ -183,6 +205,14 @@ class Board(Device):
             attempt.add(payload)
         elif opcode == Opcode.JPEG_END:
             self._finished.append((attempt, bytes(payload)))
+
+    def _on_placed(self, tag, nbytes, damaged):
+        """The DMA engine placed ``nbytes`` of ``tag``'s pixels (its JPEG_END frame follows)."""
+        attempt = self._attempts.get(tag)
+        if attempt is None or not attempt.placed:
+            return                              # a voided attempt's
+        attempt.filled = nbytes
+        attempt.damaged |= damaged
 
     # ---- control requests ---------------------------------------------------------------------
     def _request(self, opcode, payload=b"", timeout=None):
@@ -236,9 +266,21 @@ class Board(Device):
                 return tag
 
     def _submit(self, job):
-        attempt = _Attempt(self._tag(), job)
-        data, step = memoryview(job.data), self.max_payload
+        tag = self._tag()
         status = int(job.fast)
+        if hasattr(self.link, "post_file"):
+            # DMA: the pixels go straight into an arena slot, the engine frames the file
+            pixels = self.link.place(tag, job.pixel_bytes) if job.pixel_bytes else None
+            attempt = _Attempt(tag, job, pixels)
+            attempt.placed = pixels is not None
+            self.link.post_file(tag, job.data, status, self.max_payload)
+            last = len(job.data) - 1 - (len(job.data) - 1) % self.max_payload
+            attempt.end_frame = (Opcode.JPEG_END, tag, memoryview(job.data)[last:], status)
+            self._attempts[tag] = attempt
+            self._last_end = attempt.end_frame
+            return
+        attempt = _Attempt(tag, job)
+        data, step = memoryview(job.data), self.max_payload
         for offset in range(0, len(data), step):
             last = offset + step >= len(data)
             chunk = data[offset:offset + step]
@@ -255,6 +297,9 @@ class Board(Device):
         attempts = list(self._attempts.values())
         self._attempts.clear()
         self.link.abandon()                 # paced: their frames not yet written
+        for attempt in attempts:
+            if attempt.placed:
+                self.link.unplace(attempt.tag)      # DMA: the engine stops writing there
         if attempts and getattr(self, "_last_end", None):
             self.link.queue(*self._last_end)            # the closer
         for attempt in reversed(attempts):
@@ -314,6 +359,16 @@ class Board(Device):
             try:
                 # sleep until bytes move or the silence deadline: no periodic wake-ups
                 quiet = time.monotonic() - self.link.last_activity
+                # DMA links coalesce wake-ups: with the window full, wake when half of it is
+                # done; with every file submitted, when all are
+                if retry:
+                    self.link.wake_ends = 1
+                elif len(self._attempts) >= self.window:
+                    self.link.wake_ends = max(1, self.window // 2)
+                elif exhausted:
+                    self.link.wake_ends = max(1, len(self._attempts))
+                else:
+                    self.link.wake_ends = 1
                 self.link.pump(max(0.001, self.timeout - quiet))
             except DeviceGone as exc:
                 names = ", ".join(str(a.job.key) for a in self._attempts.values())
@@ -337,8 +392,7 @@ class Board(Device):
             status = width = height = cycles = 0
         else:
             status, _, width, height, cycles, _ = _RECORD.unpack(record)
-        status = JpegStatus(status) if status in JpegStatus._value2member_map_ \
-            else JpegStatus.BAD_FRAME_HEADER
+        status = _STATUS.get(status, JpegStatus.BAD_FRAME_HEADER)
         if status == JpegStatus.OK and attempt.filled != width * height * 3:
             attempt.damaged = True
         if attempt.damaged:

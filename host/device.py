@@ -4,7 +4,10 @@ Every device string the commands take (the brief's flow 4) opens here:
 
 * ``sim`` — start a private simulated board (the accelerator top in Verilator) and talk to
   it over a local socket; it stops when the device is closed.  The default everywhere.
+* ``sim:dma`` — the same board behind shared memory and a DMA engine model: the host
+  neither frames files nor copies images (:mod:`dlforge.host.dma`).
 * ``tcp:HOST:PORT`` — a simulated board started by hand (``dlforge sim-board``).
+* ``dma:PATH`` — one started by hand with ``dlforge sim-board --link dma``.
 * ``serial:PORT[@BAUD]`` — a UART-linked board, or a simulated board behind a pty.
 * ``xdma:PATH`` — the XDMA driver's ``PATH_h2c_0`` / ``PATH_c2h_0`` character devices.
 * ``cpu`` — no hardware: libjpeg-turbo and the convolution golden model.
@@ -20,8 +23,8 @@ from ..rtl.jpeg.status import JpegStatus
 
 __all__ = ["Device", "CpuDevice", "JpegReply", "open_device", "DEVICE_HELP"]
 
-DEVICE_HELP = ("sim (a private simulated board, default), tcp:HOST:PORT, serial:PORT[@BAUD], "
-               "xdma:PATH, or cpu")
+DEVICE_HELP = ("sim (a private simulated board, default), sim:dma (the same over shared "
+               "memory and DMA), tcp:HOST:PORT, serial:PORT[@BAUD], xdma:PATH, dma:PATH, or cpu")
 
 
 @dataclass

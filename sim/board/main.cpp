@@ -4,6 +4,8 @@
 //   sim_board --link tcp  [--port N]        listen on 127.0.0.1:N (0: any free port)
 //   sim_board --link pty                    a pseudo-terminal: the host opens /dev/pts/N
 //   sim_board --link fifo --path P          named pipes P_h2c_0 (host to card) and P_c2h_0
+//   sim_board --link dma --path P           shared memory P (/dev/shm/...) and its DMA engine
+//                                           (dma_engine.h), [--arena BYTES] for the images
 //   options: --corrupt P --drop P --seed S  per-byte fault injection, both directions
 //            --max-cycles N (0: never stop) --reset-cycles N (4) --exit-on-disconnect
 //            --idle-cycles N (2^20; 0: never idle)
@@ -30,6 +32,7 @@
 
 #include "Vdlforge_top.h"
 #include "verilated.h"
+#include "dma_engine.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -105,7 +108,7 @@ void on_signal(int) { g_stop = 1; }
 [[noreturn]] void usage(const char* message) {
     std::fprintf(stderr,
                  "sim_board: %s\n"
-                 "usage: sim_board --link tcp|pty|fifo [--port N] [--path P] [--corrupt P] "
+                 "usage: sim_board --link tcp|pty|fifo|dma [--port N] [--path P] [--arena BYTES] [--corrupt P] "
                  "[--drop P] [--seed S] [--max-cycles N] [--reset-cycles N] "
                  "[--idle-cycles N] [--exit-on-disconnect]\n", message);
     std::exit(2);
@@ -161,7 +164,7 @@ struct Faults {
     }
 };
 
-enum class Link { TCP, PTY, FIFO };
+enum class Link { TCP, PTY, FIFO, DMA };
 
 struct Options {
     Link link = Link::TCP;
@@ -172,6 +175,7 @@ struct Options {
     uint64_t max_cycles = 0;
     uint64_t reset_cycles = 4;
     uint64_t idle_cycles = 1u << 20;
+    uint64_t arena = 0;                   // dma: the image arena's bytes (0: the default)
     bool exit_on_disconnect = false;
 };
 
@@ -206,6 +210,7 @@ Options parse(int argc, char** argv) {
             if (v == "tcp") o.link = Link::TCP;
             else if (v == "pty") o.link = Link::PTY;
             else if (v == "fifo") o.link = Link::FIFO;
+            else if (v == "dma") o.link = Link::DMA;
             else usage(("unknown link " + v).c_str());
             have_link = true;
         } else if (a == "--port") {
@@ -219,12 +224,17 @@ Options parse(int argc, char** argv) {
         else if (a == "--max-cycles") o.max_cycles = number();
         else if (a == "--reset-cycles") o.reset_cycles = number();
         else if (a == "--idle-cycles") o.idle_cycles = number();
+        else if (a == "--arena") o.arena = number();
         else if (a == "--exit-on-disconnect") o.exit_on_disconnect = true;
         else if (a == "-h" || a == "--help") usage("help");
         else usage(("unknown option " + a).c_str());
     }
     if (!have_link) usage("--link is required");
     if (o.link == Link::FIFO && o.path.empty()) usage("--link fifo needs --path");
+    if (o.link == Link::DMA && o.path.empty()) usage("--link dma needs --path");
+#if UART_MODE
+    if (o.link == Link::DMA) usage("a UART board has no DMA link");
+#endif
     return o;
 }
 
@@ -236,11 +246,12 @@ struct Transport {
     int rfd = -1, wfd = -1;       // the connected client / pty master / the two fifos
     int pty_slave = -1;           // held open so that the pty never hangs up
     std::string fifo_in, fifo_out;
+    dma::Engine dma;              // dma
     std::string device;
     uint64_t clients = 0;
     bool finished = false;        // the client left and --exit-on-disconnect was given
 
-    bool connected() const { return rfd >= 0; }
+    bool connected() const { return rfd >= 0 || kind == Link::DMA; }
 
     void open(const Options& o) {
         kind = o.link;
@@ -277,6 +288,9 @@ struct Transport {
             fcntl(master, F_SETFD, FD_CLOEXEC);
             set_nonblocking(master);
             rfd = wfd = master;
+        } else if (kind == Link::DMA) {
+            dma.open(o.path, o.arena);
+            device = "dma:" + o.path;
         } else {
             fifo_in = o.path + "_h2c_0";
             fifo_out = o.path + "_c2h_0";
@@ -318,6 +332,7 @@ struct Transport {
 
     // Bytes the host sent: >0 read, 0 nothing now, -1 the client has gone.
     ssize_t read_some(uint8_t* data, size_t n) {
+        if (kind == Link::DMA) return ssize_t(dma.fill_input(data, n));
         if (!connected()) return 0;
         ssize_t got = ::read(rfd, data, n);
         if (got > 0) return got;
@@ -330,6 +345,7 @@ struct Transport {
 
     // Bytes written to the host: >=0 written, -1 the client has gone.
     ssize_t write_some(const uint8_t* data, size_t n) {
+        if (kind == Link::DMA) return ssize_t(dma.take_output(data, n));
         if (!connected()) return 0;
         ssize_t put = kind == Link::TCP ? ::send(wfd, data, n, MSG_NOSIGNAL) : ::write(wfd, data, n);
         if (put >= 0) return put;
@@ -341,6 +357,10 @@ struct Transport {
 
     // Block until the host may have something for us (or timeout_ms passes).
     void wait(int timeout_ms, bool want_write) {
+        if (kind == Link::DMA) {
+            dma.wait(timeout_ms, want_write);
+            return;
+        }
         pollfd fds[2];
         int n = 0;
         if (connected()) {
@@ -356,6 +376,7 @@ struct Transport {
     }
 
     void close_all() {
+        if (kind == Link::DMA) dma.close_all();
         if (rfd >= 0) close(rfd);
         if (wfd >= 0 && wfd != rfd) close(wfd);
         rfd = wfd = -1;
@@ -469,7 +490,9 @@ int main(int argc, char** argv) {
             discarded += out_len - out_pos;          // nobody on the cable: the bytes are lost
             out_pos = out_len = out_checked = 0;
         }
-        const bool flush = !producing || idle || out_len - out_pos >= OUT_FLUSH;
+        // (the DMA engine places payloads as they come: only its records wake the host)
+        const bool flush = !producing || idle || out_len - out_pos >= OUT_FLUSH ||
+                           link.kind == Link::DMA;
         while (flush && out_pos < out_len) {
             ssize_t put = link.write_some(out + out_pos, out_len - out_pos);
             if (put < 0) {
@@ -512,6 +535,7 @@ int main(int argc, char** argv) {
                                              : size_t(got);
             }
         }
+        if (link.kind == Link::DMA) link.dma.notify();
         if (g_stop || link.finished) break;
         if (opt.max_cycles && cycles >= opt.max_cycles) break;
 
@@ -660,6 +684,17 @@ int main(int argc, char** argv) {
                  (unsigned long long)discarded, (unsigned long long)link.clients,
                  (unsigned long long)(in_faults.dropped + out_faults.dropped),
                  (unsigned long long)(in_faults.corrupted + out_faults.corrupted));
+    if (link.kind == Link::DMA) {
+        const dma::Engine& e = link.dma;
+        std::fprintf(stderr,
+                     ", \"dma_descriptors\": %llu, \"dma_records\": %llu, \"dma_placed_bytes\": %llu, "
+                     "\"dma_placed_frames\": %llu, \"dma_bad_crc\": %llu, \"dma_overflows\": %llu, "
+                     "\"dma_hunted\": %llu",
+                     (unsigned long long)e.descriptors, (unsigned long long)e.records,
+                     (unsigned long long)e.placed_bytes, (unsigned long long)e.placed_frames,
+                     (unsigned long long)e.bad_crc, (unsigned long long)e.overflows,
+                     (unsigned long long)e.hunted);
+    }
 #if UART_MODE
     // board_seconds: the time the board would have taken (the clock stands for N * 3 MHz).
     std::fprintf(stderr,

@@ -1,0 +1,378 @@
+"""The DMA link (``dma:PATH``): shared memory and a descriptor DMA engine, so that the host
+neither copies images nor frames files (DLBooster's point: the host must not become the
+bottleneck).
+
+The layout, the descriptor and record kinds: :mod:`dlforge.host.dma_layout`.  The other side
+is the simulated board's DMA engine (``sim/board/dma_engine.h``, ``dlforge sim-board --link
+dma``), a model of what a PCIe card's DMA engine does.  On the host:
+
+* :meth:`DmaLink.post_file` copies a JPEG file's bytes once into the request ring and posts
+  one descriptor; the engine cuts it into frames and computes their CRCs;
+* :meth:`DmaLink.place` reserves room in the image arena for a tag's pixels and returns the
+  NumPy array over it: the engine writes the decoded payloads there, and the host only learns
+  how many bytes arrived (a ``PLACED`` record before that tag's ``JPEG_END`` frame);
+* control requests and engine words are ordinary frames (:meth:`DmaLink.queue`), and every
+  reply that is not placed comes back as the device sent it, parsed by :class:`FrameLink`.
+
+An arena slot belongs to its array: it returns to the free list when the last array over it
+is garbage (and the engine is done with it).  When the arena is full, :meth:`place` returns
+None and the pixels come through the record ring instead (one copy, as on the other links).
+"""
+
+import bisect
+import ctypes
+import mmap
+import os
+import select
+import struct
+import time
+import weakref
+from collections import deque
+
+import numpy as np
+
+from ..rtl.link.protocol import Opcode
+from .dma_layout import (CONTROL_BYTES, DESCRIPTOR, FLAG_BAD_CRC, FLAG_OVERFLOW, MAGIC, PLACED,
+                         RECORD_HEADER, VERSION, Desc, Field, Rec)
+from .link import FrameLink
+from .transport import DeviceGone, DeviceUnreachable, LinkTimeout, Transport
+
+__all__ = ["DmaTransport", "DmaLink", "Arena"]
+
+_PAGE = 4096
+
+
+class Arena:
+    """First-fit allocator of page-aligned slots in the image arena (offsets in the arena)."""
+
+    def __init__(self, size):
+        self.size = size
+        self.free = [(0, size)]                 # sorted (offset, size), coalesced
+        self.used = 0
+
+    def alloc(self, nbytes):
+        need = (max(nbytes, 1) + _PAGE - 1) & ~(_PAGE - 1)
+        for k, (off, size) in enumerate(self.free):
+            if size >= need:
+                if size == need:
+                    del self.free[k]
+                else:
+                    self.free[k] = (off + need, size - need)
+                self.used += need
+                return off, need
+        return None
+
+    def release(self, off, size):
+        self.used -= size
+        k = bisect.bisect(self.free, (off, 0))
+        if k < len(self.free) and off + size == self.free[k][0]:
+            size += self.free.pop(k)[1]
+        if k and self.free[k - 1][0] + self.free[k - 1][1] == off:
+            off, size = self.free[k - 1][0], self.free[k - 1][1] + size
+            k -= 1
+            del self.free[k]
+        self.free.insert(k, (off, size))
+
+
+class DmaTransport(Transport):
+    """The shared file of a board's DMA engine (``dma:PATH``)."""
+    reliable = True             # the engine checks the CRCs; PCIe's link has its own
+    flow_control = True
+
+    def __init__(self, path):
+        self.name = f"dma:{path}"
+        self.path = str(path)
+        self.mm = self.arena_mm = None
+        self.rfd = self.wfd = -1
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except OSError as exc:
+            raise DeviceUnreachable(f"no device at {self.name}: {exc.strerror} (is the "
+                                    "simulated board running with --link dma?)") from None
+        try:
+            control = os.pread(fd, CONTROL_BYTES, 0)
+            if control[Field.MAGIC:Field.MAGIC + 8] != MAGIC:
+                raise DeviceUnreachable(f"{self.name} is not a dlforge DMA link (or not "
+                                        "ready)")
+            (version,) = struct.unpack_from("<I", control, Field.VERSION)
+            if version != VERSION:
+                raise DeviceUnreachable(f"{self.name} has DMA layout {version}, the host "
+                                        f"{VERSION}")
+
+            def q(off):
+                return struct.unpack_from("<Q", control, off)[0]
+            self.desc_off, self.src_off = q(Field.DESC_OFF), q(Field.SRC_OFF)
+            self.src_size, self.rec_off, self.rec_size = q(Field.SRC_SIZE), \
+                q(Field.REC_OFF), q(Field.REC_SIZE)
+            self.arena_off, self.arena_size = q(Field.ARENA_OFF), q(Field.ARENA_SIZE)
+            (self.desc_count,) = struct.unpack_from("<I", control, Field.DESC_COUNT)
+            (self.board_pid,) = struct.unpack_from("<I", control, Field.BOARD_PID)
+            # Every page mapped now (MAP_POPULATE), not on first touch: the rings in one
+            # mapping, the arena (where images live on after the link) in another.
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            self.mm = mmap.mmap(fd, self.arena_off, flags=flags)
+            self.arena_mm = mmap.mmap(fd, self.arena_size, flags=flags,
+                                      offset=self.arena_off)
+        finally:
+            os.close(fd)
+        # the indices: aligned 8-byte loads and stores (ctypes), never torn
+        self.index = {f: ctypes.c_uint64.from_buffer(self.mm, f)
+                      for f in (Field.DESC_HEAD, Field.DESC_TAIL, Field.REC_HEAD,
+                                Field.REC_TAIL, Field.PROGRESS, Field.WAKE_ENDS,
+                                Field.SLEEPING)}
+        try:
+            self.wfd = os.open(self.path + ".bell", os.O_WRONLY | os.O_NONBLOCK)
+            self.rfd = os.open(self.path + ".done", os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            self.close()
+            raise DeviceUnreachable(f"cannot open the doorbells of {self.name}: "
+                                    f"{exc.strerror}") from None
+
+    def ring(self):
+        try:
+            os.write(self.wfd, b"\1")
+        except BlockingIOError:
+            pass                                # a full pipe wakes the board all the same
+        except OSError as exc:
+            raise DeviceGone(f"{self.name}: the board's doorbell is gone ({exc.strerror})") \
+                from None
+
+    def wait_done(self, timeout):
+        """Sleep until the engine writes records (or ``timeout`` seconds).  One sleep, not
+        slices: on this kind of VM every wake-up costs some 80 us of CPU.  The board holds
+        the only writer of the done pipe, so its death wakes us at once (POLLHUP)."""
+        ready = select.poll()
+        ready.register(self.rfd, select.POLLIN)
+        events = ready.poll(max(0, int(timeout * 1000)))
+        if not events:
+            return False
+        if events[0][1] & select.POLLIN:
+            try:
+                os.read(self.rfd, 4096)
+            except BlockingIOError:
+                pass
+            return True
+        self.check_alive()
+        raise DeviceGone(f"{self.name}: the board closed its end of the link")
+
+    def check_alive(self):
+        try:
+            os.kill(self.board_pid, 0)
+        except ProcessLookupError:
+            raise DeviceGone(f"{self.name}: the board's process ({self.board_pid}) has "
+                             "ended") from None
+
+        except PermissionError:
+            pass
+
+    def dma_link(self, on_frame, on_placed, **options):
+        return DmaLink(self, on_frame, on_placed, **options)
+
+    def close(self):
+        for fd in (self.rfd, self.wfd):
+            if fd >= 0:
+                os.close(fd)
+        self.rfd = self.wfd = -1
+        self.index = {}
+        for mm in (self.mm, self.arena_mm):
+            if mm is not None:
+                try:
+                    mm.close()
+                except BufferError:
+                    pass    # images still alive over the arena: the mapping goes with them
+        self.mm = self.arena_mm = None
+
+
+class DmaLink(FrameLink):
+    """:class:`FrameLink`'s interface over the DMA link, plus files and placement."""
+
+    def __init__(self, transport, on_frame, on_placed, max_reply=1 << 20):
+        super().__init__(transport, on_frame, max_reply=max_reply, verify=False, pace=False)
+        t = transport
+        self.on_placed = on_placed
+        self.mm, self.mv = t.mm, memoryview(t.mm)
+        self.posts = deque()                # descriptors not yet in the ring (it was full)
+        self.desc_head = t.index[Field.DESC_HEAD].value
+        self.rec_tail = t.index[Field.REC_TAIL].value
+        self.src_head = 0                   # request-ring bytes handed out (free-running)
+        self.src_tail = 0                   # ... and given back
+        self.src_inflight = deque()         # (descriptor number, src_head after it)
+        self.arena = Arena(t.arena_size)
+        self.held = {}                      # tag -> array the engine may still write
+        self.placed = self.unplaced = self.arena_full = 0
+        self.records = 0
+        self.progress = 0
+        #: sleep until this many JPEG_END frames are unread (interrupt coalescing; the Board
+        #: sets it from its window); any other frame wakes the host at once
+        self.wake_ends = 1
+
+    # ---- posting ------------------------------------------------------------------------
+    # Posts wait in ``posts`` until the next :meth:`pump`, which writes them all and rings the
+    # bell once (and only if the engine sleeps: see ``SLEEPING``).
+    def queue(self, opcode, tag, payload=b"", status=0):
+        """One frame, framed here (control requests, engine words, a file's closer)."""
+        frame = b"".join(self._frame(opcode, tag, payload, status))
+        self.posts.append((Desc.BYTES, 0, 0, 0, 0, frame))
+
+    def post_file(self, tag, data, status, chunk):
+        """A file's frames: the engine cuts ``data`` into ``chunk``-byte JPEG_DATA frames, the
+        last one JPEG_END (a long file goes as several descriptors)."""
+        data = memoryview(data)
+        part = max(chunk, (self.transport.src_size // 4) // chunk * chunk)
+        for start in range(0, max(len(data), 1), part):
+            piece = data[start:start + part]
+            last = start + part >= len(data)
+            opcode = Opcode.JPEG_END if last else Opcode.JPEG_DATA
+            self.posts.append((Desc.FILE, opcode, status, tag, chunk, piece))
+
+    def place(self, tag, nbytes):
+        """An array of ``nbytes`` in the arena where the engine puts ``tag``'s pixels, or
+        None when the arena is full."""
+        slot = self.arena.alloc(nbytes)
+        if slot is None:
+            self.arena_full += 1
+            return None
+        off, size = slot
+        owner = (ctypes.c_uint8 * size).from_buffer(self.transport.arena_mm, off)
+        weakref.finalize(owner, self.arena.release, off, size)
+        array = np.frombuffer(owner, np.uint8, nbytes)
+        self.held[tag] = array
+        self.posts.append((Desc.PLACE, 0, 0, tag, 0, (off, nbytes)))
+        self.placed += 1
+        return array
+
+    def unplace(self, tag):
+        """The engine forgets ``tag``'s placement; its slot is freed once it confirms."""
+        if tag in self.held:
+            self.posts.append((Desc.UNPLACE, 0, 0, tag, 0, None))
+
+    def _post(self):
+        t, mm = self.transport, self.mm
+        tail = t.index[Field.DESC_TAIL].value
+        while self.src_inflight and self.src_inflight[0][0] < tail:
+            self.src_tail = self.src_inflight.popleft()[1]
+        head, posted = self.desc_head, False
+        while self.posts and head - tail < t.desc_count:
+            kind, opcode, status, tag, chunk, what = self.posts[0]
+            offset = capacity = length = 0
+            if kind in (Desc.BYTES, Desc.FILE):
+                length = len(what)
+                offset = self._src_alloc(length)
+                if offset is None:
+                    break                               # the ring is full: later
+                self.mv[t.src_off + offset:t.src_off + offset + length] = what
+                self.src_inflight.append((head, self.src_head))
+                self.bytes_out += length
+            elif kind == Desc.PLACE:
+                offset, capacity = what
+            DESCRIPTOR.pack_into(mm, t.desc_off + (head % t.desc_count) * DESCRIPTOR.size,
+                                 kind, opcode, status, 0, tag, 0, chunk, length, offset,
+                                 capacity)
+            self.posts.popleft()
+            head += 1
+            posted = True
+        if posted:
+            self.desc_head = head
+            t.index[Field.DESC_HEAD].value = head
+            if t.index[Field.SLEEPING].value:
+                t.ring()
+
+    def _src_alloc(self, n):
+        """An offset in the request ring for ``n`` contiguous bytes, or None (full)."""
+        size = self.transport.src_size
+        if n > size // 2:
+            raise ValueError(f"a {n}-byte request does not fit the DMA link's ring")
+        pos = self.src_head % size
+        skip = size - pos if pos + n > size else 0      # no wrapping inside a request
+        if self.src_head + skip + n - self.src_tail > size:
+            return None
+        self.src_head += skip + n
+        return 0 if skip else pos
+
+    @property
+    def sending(self):
+        return bool(self.posts)
+
+    def drain(self, timeout):
+        deadline = time.monotonic() + timeout
+        while self.posts:
+            if not self.pump(max(0.0, deadline - time.monotonic())) and \
+                    time.monotonic() >= deadline:
+                raise LinkTimeout(f"{self.transport.name}: the engine takes no more "
+                                  f"descriptors ({timeout:g} s)")
+
+    def abandon(self, barrier=False):
+        return 0                                # nothing waits on a barrier here
+
+    # ---- the loop -----------------------------------------------------------------------
+    def pump(self, timeout=0.0):
+        t = self.transport
+        moved = False
+        while True:
+            if self.posts:
+                before = len(self.posts)
+                self._post()
+                moved |= len(self.posts) != before
+            if self._records():
+                moved = True
+                continue
+            if moved or timeout <= 0:
+                return moved
+            if self.wake_ends > 1:
+                t.index[Field.WAKE_ENDS].value = self.wake_ends
+            woke = t.wait_done(timeout)
+            if self.wake_ends > 1:
+                t.index[Field.WAKE_ENDS].value = 0
+            if not woke:
+                # Unread records below the wake threshold, or bytes the engine moved (a long
+                # image is placed without a record): signs of life for the silence rule.
+                progress = t.index[Field.PROGRESS].value
+                if self._records() or progress != self.progress:
+                    self.progress = progress
+                    self.last_activity = time.monotonic()
+                    return True
+                return False
+            timeout = 0.0
+            moved = True
+
+    def _records(self):
+        t, mm = self.transport, self.mm
+        head = t.index[Field.REC_HEAD].value
+        tail = self.rec_tail
+        if tail == head:
+            return False
+        base, size = t.rec_off, t.rec_size
+        while tail < head:
+            pos = tail % size
+            kind, length = RECORD_HEADER.unpack_from(mm, base + pos)
+            if kind == Rec.PAD:
+                tail += size - pos
+                continue
+            body = base + pos + RECORD_HEADER.size
+            if kind == Rec.BYTES:
+                self._take_bytes(self.mv[body:body + length])
+            elif kind in (Rec.PLACED, Rec.UNPLACED):
+                tag, flags, placed = PLACED.unpack_from(mm, body)
+                self.held.pop(tag, None)            # the engine is done with the slot
+                if kind == Rec.UNPLACED:
+                    self.unplaced += 1
+                else:
+                    self.on_placed(tag, placed, bool(flags & (FLAG_BAD_CRC | FLAG_OVERFLOW)))
+            self.records += 1
+            tail += (RECORD_HEADER.size + length + 7) & ~7
+        self.rec_tail = tail
+        t.index[Field.REC_TAIL].value = tail
+        self.last_input = self.last_activity = time.monotonic()
+        return True
+
+    def _take_bytes(self, data):
+        n = len(data)
+        if len(self.buffer) - self.end < n:
+            self._compact()
+        if len(self.buffer) - self.end < n:         # (records are at most 128 KiB)
+            raise DeviceGone(f"{self.transport.name}: a {n}-byte record does not fit the "
+                             "host's buffer")
+        self.buffer[self.end:self.end + n] = data
+        self.end += n
+        self.bytes_in += n
+        self._parse()

@@ -1,0 +1,130 @@
+"""The shared-memory DMA link's layout: defined once here, imported by the host
+(:mod:`dlforge.host.dma`) and written as a C header for the simulated board's DMA engine
+(:func:`c_header`, compiled into ``sim/board/main.cpp``).
+
+The link models a descriptor DMA engine of a PCIe card: the host never copies an image and
+never frames a file.  It places a JPEG file's bytes in host memory and posts one descriptor;
+the engine fetches them, cuts them into request frames with their CRCs and feeds the device.
+Before that, the host posts where the file's decoded pixels go; the engine writes the
+payloads of the device's ``JPEG_DATA`` replies for that tag straight there (checking each
+payload's CRC-32) and tells the host how much it placed.  Every other reply frame reaches the
+host as it left the device, through a record ring.  See docs/runtime.md ("The DMA link").
+
+One file (``/dev/shm/...``), mapped by both sides, holds five regions: a control page,
+the descriptor ring, the request-bytes ring, the record ring and the image arena.  The four
+indices are free-running 64-bit counts, each written by one side only; each sits on its own
+cache line.  The host is Python: its stores reach memory in program order and its loads are
+not reordered with each other on x86-64 (TSO), which is what the two rings need.
+"""
+
+import struct
+
+__all__ = ["MAGIC", "VERSION", "CONTROL_BYTES", "Field", "DESCRIPTOR", "RECORD_HEADER",
+           "Desc", "Rec", "DEFAULT_SIZES", "region_offsets", "c_header", "PLACED"]
+
+MAGIC = b"DLFDMA\x00\x01"
+VERSION = 1
+CONTROL_BYTES = 4096
+
+
+class Field:
+    """Byte offsets in the control page."""
+    MAGIC = 0                   # 8 bytes
+    VERSION = 8                 # u32
+    DESC_OFF = 16               # u64: the descriptor ring
+    DESC_COUNT = 24             # u32: its entries (a power of two)
+    SRC_OFF = 32                # u64: the request-bytes ring (the host's bytes for the device)
+    SRC_SIZE = 40               # u64
+    REC_OFF = 48                # u64: the record ring (what the engine tells the host)
+    REC_SIZE = 56               # u64
+    ARENA_OFF = 64              # u64: the image arena (where pixels are placed)
+    ARENA_SIZE = 72             # u64
+    BOARD_PID = 80              # u32: the simulated board's process
+    DESC_HEAD = 128             # u64, host: descriptors posted
+    DESC_TAIL = 192             # u64, engine: descriptors done (their bytes may be reused)
+    REC_HEAD = 256              # u64, engine: record bytes written
+    REC_TAIL = 320              # u64, host: record bytes consumed
+    PROGRESS = 384              # u64, engine: bytes moved either way (the host's sign of life)
+    WAKE_ENDS = 448             # u64, host: ring the done bell once this many JPEG_END frames
+                                # are unread (0 or 1: at once); any other frame rings at once
+    SLEEPING = 512              # u64, engine: 1 while it may sleep in poll(); the host rings
+                                # the bell only then (the engine's sleep is 20 ms at most)
+
+
+class Desc:
+    """Descriptor kinds (``DESCRIPTOR``: kind, opcode, status, _, tag, _, chunk, length,
+    offset, capacity; 32 bytes)."""
+    BYTES = 1       # ``length`` bytes at ``offset`` of the request ring go to the device as-is
+    FILE = 2        # the same bytes cut into frames of ``chunk`` bytes: JPEG_DATA, the last
+                    # one ``opcode`` (JPEG_END, or JPEG_DATA for a part of a long file)
+    PLACE = 3       # JPEG_DATA payloads tagged ``tag`` go to ``offset`` of the arena, at most
+                    # ``capacity`` bytes; until that tag's JPEG_END or an UNPLACE
+    UNPLACE = 4     # forget ``tag``'s placement; the engine answers with an UNPLACED record
+
+
+class Rec:
+    """Record kinds (``RECORD_HEADER``: kind, length; the body follows, padded to 8)."""
+    PAD = 0         # skip to the ring's start
+    BYTES = 1       # reply bytes as the device sent them (frames, for the host's parser)
+    PLACED = 2      # ``PLACED``: tag, flags, bytes placed; before that tag's JPEG_END frame
+    UNPLACED = 3    # ``PLACED`` with 0 bytes: the placement is gone, the memory is the host's
+
+
+DESCRIPTOR = struct.Struct("<BBBBHHIIQQ")
+RECORD_HEADER = struct.Struct("<II")
+PLACED = struct.Struct("<HHI")          # tag, flags, bytes placed
+FLAG_BAD_CRC = 1                        # a placed payload failed its CRC-32
+FLAG_OVERFLOW = 2                       # more bytes came than the capacity (the rest dropped)
+assert DESCRIPTOR.size == 32
+
+#: Region sizes (bytes; the descriptor count in entries).  The host maps every page up front
+#: (a first touch costs some 4 us on a VM: 500 of them per 2 MB image), so all of it is
+#: memory.
+DEFAULT_SIZES = {"desc_count": 4096, "src_size": 8 << 20, "rec_size": 4 << 20,
+                 "arena_size": 256 << 20}
+
+
+def region_offsets(desc_count, src_size, rec_size, arena_size):
+    """(desc_off, src_off, rec_off, arena_off, file size), each region page-aligned."""
+    def up(n):
+        return (n + 4095) & ~4095
+    desc = CONTROL_BYTES
+    src = up(desc + desc_count * DESCRIPTOR.size)
+    rec = up(src + src_size)
+    arena = up(rec + rec_size)
+    return desc, src, rec, arena, up(arena + arena_size)
+
+
+def c_header():
+    """The same layout for the harness (``dma_layout.h``)."""
+    lines = ["// Generated from dlforge/host/dma_layout.py: do not edit.", "#pragma once",
+             "#include <cstdint>",
+             "namespace dma {",
+             f"constexpr char MAGIC[8] = {{{', '.join(str(b) for b in MAGIC)}}};",
+             f"constexpr uint32_t VERSION = {VERSION};",
+             f"constexpr uint64_t CONTROL_BYTES = {CONTROL_BYTES};"]
+    for cls, prefix in ((Field, "F_"), (Desc, "D_"), (Rec, "R_")):
+        for name, value in vars(cls).items():
+            if not name.startswith("_") and isinstance(value, int):
+                lines.append(f"constexpr uint64_t {prefix}{name} = {value};")
+    lines += [f"constexpr uint32_t FLAG_BAD_CRC = {FLAG_BAD_CRC};",
+              f"constexpr uint32_t FLAG_OVERFLOW = {FLAG_OVERFLOW};",
+              "#pragma pack(push, 1)",
+              "struct Descriptor { uint8_t kind, opcode, status, pad0; uint16_t tag, pad1; "
+              "uint32_t chunk, length; uint64_t offset, capacity; };",
+              "struct RecordHeader { uint32_t kind, length; };",
+              "struct Placed { uint16_t tag, flags; uint32_t bytes; };",
+              "#pragma pack(pop)",
+              f"static_assert(sizeof(Descriptor) == {DESCRIPTOR.size});",
+              f"static_assert(sizeof(Placed) == {PLACED.size});"]
+    # the frame protocol, from the one module the gateware uses
+    from ..rtl.link.protocol import HEADER_BYTES, MAGIC as FRAME_MAGIC, TRAILER_BYTES, Opcode
+    lines += [f"constexpr uint8_t FRAME_MAGIC0 = {FRAME_MAGIC[0]}, "
+              f"FRAME_MAGIC1 = {FRAME_MAGIC[1]};",
+              f"constexpr uint32_t HEADER_BYTES = {HEADER_BYTES}, TRAILER_BYTES = {TRAILER_BYTES};"]
+    for op in Opcode:
+        lines.append(f"constexpr uint8_t OP_{op.name} = {int(op)};")
+    for key, value in DEFAULT_SIZES.items():
+        lines.append(f"constexpr uint64_t DEFAULT_{key.upper()} = {value};")
+    lines.append("}  // namespace dma")
+    return "\n".join(lines) + "\n"

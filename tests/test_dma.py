@@ -1,0 +1,155 @@
+"""The DMA link (``sim:dma``, ``dma:PATH``): the simulated board's engine places decoded pixels
+straight into the host's arena and frames files itself; images bit-exact to libjpeg-turbo,
+verdicts in order, control requests and the engine's words unchanged, a full arena falls back
+to the record ring, faults are recovered or reported, a board that dies is named."""
+
+import gc
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from dlforge.host.conv_plan import LayerShape
+from dlforge.host.conv_run import engine_config, run_conv
+from dlforge.host.decode_service import DecoderService
+from dlforge.host.device import open_device
+from dlforge.host.dma import Arena, DmaTransport
+from dlforge.host.transport import DeviceGone, DeviceUnreachable, open_transport
+from dlforge.sim.sim_board import SimBoard
+from dlforge.sim.tb_conv_engine import expected_output, random_tensors
+
+from test_board import _check, _check_recovered_or_reported, _mixed, _photos
+
+
+# ---- the host side alone ----------------------------------------------------------------------
+
+def test_arena_first_fit_and_coalescing():
+    a = Arena(10 * 4096)
+    x, y, z = a.alloc(5000), a.alloc(4096), a.alloc(1)
+    assert (x, y, z) == ((0, 8192), (8192, 4096), (12288, 4096)) and a.used == 16384
+    assert a.alloc(7 * 4096) is None                     # 6 pages left
+    a.release(*y)
+    assert a.alloc(4097) == (16384, 8192)                # the hole is too small: first fit
+    a.release(*x)
+    a.release(*z)                                        # x, y, z's pages merge again
+    assert a.free[0] == (0, 16384) and a.alloc(4 * 4096) == (0, 16384)
+
+
+def test_not_a_dma_link(tmp_path):
+    with pytest.raises(DeviceUnreachable, match="no device at dma:.*--link dma"):
+        open_transport(f"dma:{tmp_path / 'missing'}")
+    other = tmp_path / "other"
+    other.write_bytes(bytes(8192))
+    with pytest.raises(DeviceUnreachable, match="not a dlforge DMA link"):
+        DmaTransport(other)
+
+
+# ---- against the simulated board ------------------------------------------------------------
+
+
+
+@pytest.fixture(scope="module")
+def board():
+    dev = open_device("sim:dma")                          # the default board's build
+    yield dev
+    dev.close()
+
+
+@pytest.mark.xdist_group("sim_board")
+@pytest.mark.slow
+def test_decode_places_pixels_in_the_arena(board):
+    files, want = _mixed()
+    link = board.link
+    placed, records = link.placed, link.records
+    with DecoderService(board) as service:
+        results = list(service.decode(files))
+    _check(files, results, want)
+    ok = [r for r in results if r.status == "ok"]
+    # every file the device decoded was placed; one record pair per file, not per frame
+    assert link.placed - placed == 8 and link.records - records <= 3 * 8
+    arena = board.transport.arena_mm
+    for r in ok:
+        assert r.pixels.base is not None                # a view of the shared arena
+        address = np.frombuffer(arena, np.uint8).ctypes.data
+        assert address <= r.pixels.ctypes.data < address + len(arena)
+    used = link.arena.used
+    assert used >= sum(r.pixels.nbytes for r in ok)
+    del results, ok, r
+    gc.collect()
+    assert link.arena.used == 0                         # slots come back with their arrays
+
+
+@pytest.mark.xdist_group("sim_board")
+@pytest.mark.slow
+def test_registers_and_engine_words_over_dma(board):
+    assert board.ping(b"dma") == b"dma"
+    assert board.info()["engine"] == "8x8x8 int8"
+    cfg = engine_config(board)
+    layer = LayerShape("demo", 16, 10, 12, 24, (3, 3), 1, 1, relu=True, pool=True)
+    t = random_tensors(layer, cfg, np.random.default_rng(4))
+    y, info = run_conv(t.x, t.w, t.bias.astype(np.int32), t.multiplier, t.shift, stride=1,
+                       padding=1, relu=True, pool=True, device=board)
+    assert np.array_equal(y[0], expected_output(layer, t))
+
+
+@pytest.mark.xdist_group("sim_board")
+@pytest.mark.slow
+def test_a_full_arena_falls_back_to_the_record_ring():
+    files = _photos(6, seed=3)
+    with SimBoard(link="dma", arena=64 << 10) as sim:     # room for two small images
+        with DecoderService(sim.device) as service:
+            results = list(service.decode(files))
+            link = service.device.link
+            assert link.arena_full > 0 and link.placed > 0
+    _check(files, results, ["ok"] * 6)
+    assert sim.stats["dma_placed_bytes"] > 0 and sim.stats["dma_overflows"] == 0
+
+
+@pytest.mark.xdist_group("sim_board")
+@pytest.mark.slow
+def test_images_outlive_the_link():
+    files = _photos(2, seed=4)
+    with DecoderService("sim:dma") as service:
+        results = list(service.decode(files))
+    _check(files, results, ["ok", "ok"])                 # the board has stopped by now
+
+
+@pytest.mark.xdist_group("sim_board")
+@pytest.mark.slow
+def test_faults_under_the_engine_are_recovered_or_reported():
+    """Bytes flipped and lost between the engine and the device (both directions): refused
+    frames void the attempts (the engine forgets their placements: UNPLACE), damaged placed
+    payloads fail their CRC in the engine, and every image is bit-exact or reported."""
+    files = _photos(10, seed=7)
+    with SimBoard(link="dma", corrupt=3e-6, drop=2e-6, seed=11) as sim:
+        with DecoderService(sim.device, timeout=5.0, retries=6) as service:
+            results = list(service.decode(files))
+            board = service.device
+            resubmitted = board.resubmissions
+            link = board.link
+            assert not link.held                        # every placement ended or undone
+    assert sim.stats["corrupted"] + sim.stats["dropped"] > 0
+    assert resubmitted > 0
+    assert sim.stats["dma_bad_crc"] + link.unplaced > 0     # (seeded: both happen)
+    _check_recovered_or_reported(files, results)
+    assert sum(r.status == "ok" for r in results) >= 7
+
+
+@pytest.mark.xdist_group("sim_board")
+@pytest.mark.slow
+def test_a_board_that_dies_is_named():
+    files = _photos(4, seed=9)
+    sim = SimBoard(link="dma")
+    sim.start()
+    board = open_device(sim.device, timeout=5.0)
+    killer = threading.Timer(0.5, lambda: sim.process.send_signal(signal.SIGKILL))
+    try:
+        killer.start()
+        with pytest.raises((DeviceGone, DeviceUnreachable), match=r"files in flight: #\d+"):
+            with DecoderService(board) as service:
+                list(service.decode(files * 50))
+    finally:
+        killer.cancel()
+        board.close()
+        sim.stop()
