@@ -115,8 +115,8 @@ def c_header():
               "struct RecordHeader { uint32_t kind, length; };",
               "struct Placed { uint16_t tag, flags; uint32_t bytes; };",
               "#pragma pack(pop)",
-              f"static_assert(sizeof(Descriptor) == {DESCRIPTOR.size});",
-              f"static_assert(sizeof(Placed) == {PLACED.size});"]
+              f"static_assert(sizeof(Descriptor) == {DESCRIPTOR.size}, \"the descriptor layout\");",
+              f"static_assert(sizeof(Placed) == {PLACED.size}, \"the PLACED record\");"]
     # the frame protocol, from the one module the gateware uses
     from ..rtl.link.protocol import HEADER_BYTES, MAGIC as FRAME_MAGIC, TRAILER_BYTES, Opcode
     lines += [f"constexpr uint8_t FRAME_MAGIC0 = {FRAME_MAGIC[0]}, "
