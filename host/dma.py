@@ -119,7 +119,7 @@ class DmaTransport(Transport):
         self.index = {f: ctypes.c_uint64.from_buffer(self.mm, f)
                       for f in (Field.DESC_HEAD, Field.DESC_TAIL, Field.REC_HEAD,
                                 Field.REC_TAIL, Field.PROGRESS, Field.WAKE_ENDS,
-                                Field.SLEEPING)}
+                                Field.SLEEPING, Field.WANT_SPACE)}
         try:
             self.wfd = os.open(self.path + ".bell", os.O_WRONLY | os.O_NONBLOCK)
             self.rfd = os.open(self.path + ".done", os.O_RDONLY | os.O_NONBLOCK)
@@ -199,7 +199,7 @@ class DmaLink(FrameLink):
         self.src_inflight = deque()         # (descriptor number, src_head after it)
         self.arena = Arena(t.arena_size)
         self.held = {}                      # tag -> array the engine may still write
-        self.placed = self.unplaced = self.arena_full = 0
+        self.placed = self.unplaced = self.arena_full = self.ring_full = 0
         self.records = 0
         self.progress = 0
         #: sleep until this many JPEG_END frames are unread (interrupt coalescing; the Board
@@ -218,7 +218,8 @@ class DmaLink(FrameLink):
         """A file's frames: the engine cuts ``data`` into ``chunk``-byte JPEG_DATA frames, the
         last one JPEG_END (a long file goes as several descriptors)."""
         data = memoryview(data)
-        part = max(chunk, (self.transport.src_size // 4) // chunk * chunk)
+        quarter = self.transport.src_size // 4         # parts of whole frames, if they fit
+        part = quarter // chunk * chunk or quarter
         for start in range(0, max(len(data), 1), part):
             piece = data[start:start + part]
             last = start + part >= len(data)
@@ -259,6 +260,7 @@ class DmaLink(FrameLink):
                 length = len(what)
                 offset = self._src_alloc(length)
                 if offset is None:
+                    self.ring_full += 1
                     break                               # the ring is full: later
                 self.mv[t.src_off + offset:t.src_off + offset + length] = what
                 self.src_inflight.append((head, self.src_head))
@@ -320,9 +322,13 @@ class DmaLink(FrameLink):
                 return moved
             if self.wake_ends > 1:
                 t.index[Field.WAKE_ENDS].value = self.wake_ends
+            if self.posts:                          # the rings are full: wake us when not
+                t.index[Field.WANT_SPACE].value = 1
             woke = t.wait_done(timeout)
             if self.wake_ends > 1:
                 t.index[Field.WAKE_ENDS].value = 0
+            if self.posts:
+                t.index[Field.WANT_SPACE].value = 0
             if not woke:
                 # Unread records below the wake threshold, or bytes the engine moved (a long
                 # image is placed without a record): signs of life for the silence rule.

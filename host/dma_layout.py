@@ -49,6 +49,8 @@ class Field:
                                 # are unread (0 or 1: at once); any other frame rings at once
     SLEEPING = 512              # u64, engine: 1 while it may sleep in poll(); the host rings
                                 # the bell only then (the engine's sleep is 20 ms at most)
+    WANT_SPACE = 576            # u64, host: 1 while descriptors wait for room in the rings;
+                                # the engine then rings the done bell when it frees some
 
 
 class Desc:

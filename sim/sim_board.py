@@ -374,7 +374,8 @@ class SimBoard:
     """A simulated board program: ``start()`` it, talk to ``.device``, ``stop()`` it.
 
     ``link``: tcp | pty | fifo | dma (shared memory and a DMA engine: ``dma:PATH``, see
-    :mod:`dlforge.host.dma`; ``arena``: its image arena's bytes).  ``corrupt`` / ``drop``: per-byte probabilities, in both
+    :mod:`dlforge.host.dma`; ``arena``: its image arena's bytes, ``request_ring``: its
+    request ring's).  ``corrupt`` / ``drop``: per-byte probabilities, in both
     directions, of a flipped bit / a lost byte (``seed``).  ``exit_on_disconnect``: the
     program ends when its first TCP client disconnects.  ``port``: TCP port (0: any free).
     ``max_cycles``: the program stops after that many clock cycles (0: never).
@@ -392,12 +393,13 @@ class SimBoard:
 
     def __init__(self, link="tcp", cores=1, conv=True, corrupt=0.0, drop=0.0, seed=1,
                  exit_on_disconnect=False, port=0, max_cycles=0, idle_cycles=None,
-                 start_timeout=30.0, uart=None, rx_fifo=None, arena=None, **build_params):
+                 start_timeout=30.0, uart=None, rx_fifo=None, arena=None, request_ring=None,
+                 **build_params):
         if link not in ("tcp", "pty", "fifo", "dma"):
             raise ValueError(f"link must be tcp, pty, fifo or dma, not {link!r}")
         if link == "dma" and uart is not None:
             raise ValueError("a UART board has no DMA link: use link='pty'")
-        self.arena = arena
+        self.arena, self.request_ring = arena, request_ring
         self.link, self.corrupt, self.drop, self.seed = link, corrupt, drop, seed
         self.exit_on_disconnect, self.port = exit_on_disconnect, port
         self.max_cycles, self.idle_cycles = max_cycles, idle_cycles
@@ -429,6 +431,8 @@ class SimBoard:
             cmd += ["--path", self._shm_path()]
             if self.arena:
                 cmd += ["--arena", str(int(self.arena))]
+            if self.request_ring:
+                cmd += ["--request-ring", str(int(self.request_ring))]
         if self.corrupt:
             cmd += ["--corrupt", repr(float(self.corrupt))]
         if self.drop:

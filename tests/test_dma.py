@@ -108,6 +108,21 @@ def test_a_full_arena_falls_back_to_the_record_ring():
 
 @pytest.mark.xdist_group("sim_board")
 @pytest.mark.slow
+def test_a_full_request_ring_waits_for_room():
+    """More compressed bytes in flight than the request ring holds: the host waits for the
+    engine to free room (it rings when it does), without stalling into the silence rule."""
+    files = _photos(24, seed=6)
+    assert sum(map(len, files)) > 2 * (16 << 10)
+    with SimBoard(link="dma", request_ring=16 << 10) as sim:   # (parts of 4 KiB)
+        with DecoderService(sim.device, timeout=10.0) as service:
+            results = list(service.decode(files))
+            assert service.device.link.ring_full > 0       # the host did wait for room
+            assert service.device.resubmissions == 0
+    _check(files, results, ["ok"] * 24)
+
+
+@pytest.mark.xdist_group("sim_board")
+@pytest.mark.slow
 def test_images_outlive_the_link():
     files = _photos(2, seed=4)
     with DecoderService("sim:dma") as service:

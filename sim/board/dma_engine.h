@@ -103,7 +103,7 @@ struct Engine {
     struct Place { uint64_t offset = 0, capacity = 0, filled = 0; uint16_t flags = 0; bool on = false; };
     std::vector<Place> places = std::vector<Place>(65536);
     std::vector<uint8_t> pass;                       // reply bytes for the next BYTES record
-    uint64_t rec_notified = 0, ends_unread = 0, progress = 0;
+    uint64_t rec_notified = 0, ends_unread = 0, progress = 0, desc_notified = 0;
     bool urgent = false;
     uint64_t placed_bytes = 0, placed_frames = 0, descriptors = 0, records = 0;
     uint64_t bad_crc = 0, overflows = 0, hunted = 0;
@@ -120,12 +120,12 @@ struct Engine {
         std::exit(2);
     }
 
-    void open(const std::string& p, uint64_t arena_bytes) {
+    void open(const std::string& p, uint64_t arena_bytes, uint64_t request_bytes) {
         path = p;
         bell_path = p + ".bell";
         done_path = p + ".done";
         desc_count = DEFAULT_DESC_COUNT;
-        src_size = DEFAULT_SRC_SIZE;
+        src_size = request_bytes ? (request_bytes + 4095) / 4096 * 4096 : DEFAULT_SRC_SIZE;
         rec_size = DEFAULT_REC_SIZE;
         arena_size = arena_bytes ? (arena_bytes + 4095) / 4096 * 4096 : DEFAULT_ARENA_SIZE;
         auto up = [](uint64_t n) { return (n + 4095) / 4096 * 4096; };
@@ -406,6 +406,17 @@ struct Engine {
     // Checked every I/O step, so a threshold the host lowers takes effect at the next one.
     void notify() {
         set(F_PROGRESS, progress);
+        const uint64_t tail = *word(F_DESC_TAIL);
+        if (tail != desc_notified && get(F_WANT_SPACE)) {   // the host waits to post more
+            desc_notified = tail;
+            rec_notified = *word(F_REC_HEAD);
+            urgent = false;
+            ends_unread = 0;
+            const uint8_t one = 1;
+            ssize_t r = ::write(done, &one, 1);
+            (void)r;
+            return;
+        }
         const uint64_t head = *word(F_REC_HEAD);
         if (head == rec_notified) return;
         if (!urgent && ends_unread < get(F_WAKE_ENDS)) return;

@@ -5,7 +5,8 @@
 //   sim_board --link pty                    a pseudo-terminal: the host opens /dev/pts/N
 //   sim_board --link fifo --path P          named pipes P_h2c_0 (host to card) and P_c2h_0
 //   sim_board --link dma --path P           shared memory P (/dev/shm/...) and its DMA engine
-//                                           (dma_engine.h), [--arena BYTES] for the images
+//                                           (dma_engine.h), [--arena BYTES] for the images,
+//                                           [--request-ring BYTES] for the host's requests
 //   options: --corrupt P --drop P --seed S  per-byte fault injection, both directions
 //            --max-cycles N (0: never stop) --reset-cycles N (4) --exit-on-disconnect
 //            --idle-cycles N (2^20; 0: never idle)
@@ -108,7 +109,7 @@ void on_signal(int) { g_stop = 1; }
 [[noreturn]] void usage(const char* message) {
     std::fprintf(stderr,
                  "sim_board: %s\n"
-                 "usage: sim_board --link tcp|pty|fifo|dma [--port N] [--path P] [--arena BYTES] [--corrupt P] "
+                 "usage: sim_board --link tcp|pty|fifo|dma [--port N] [--path P] [--arena BYTES] [--request-ring BYTES] [--corrupt P] "
                  "[--drop P] [--seed S] [--max-cycles N] [--reset-cycles N] "
                  "[--idle-cycles N] [--exit-on-disconnect]\n", message);
     std::exit(2);
@@ -176,6 +177,7 @@ struct Options {
     uint64_t reset_cycles = 4;
     uint64_t idle_cycles = 1u << 20;
     uint64_t arena = 0;                   // dma: the image arena's bytes (0: the default)
+    uint64_t request_ring = 0;            // dma: the request ring's bytes (0: the default)
     bool exit_on_disconnect = false;
 };
 
@@ -225,6 +227,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--reset-cycles") o.reset_cycles = number();
         else if (a == "--idle-cycles") o.idle_cycles = number();
         else if (a == "--arena") o.arena = number();
+        else if (a == "--request-ring") o.request_ring = number();
         else if (a == "--exit-on-disconnect") o.exit_on_disconnect = true;
         else if (a == "-h" || a == "--help") usage("help");
         else usage(("unknown option " + a).c_str());
@@ -289,7 +292,7 @@ struct Transport {
             set_nonblocking(master);
             rfd = wfd = master;
         } else if (kind == Link::DMA) {
-            dma.open(o.path, o.arena);
+            dma.open(o.path, o.arena, o.request_ring);
             device = "dma:" + o.path;
         } else {
             fifo_in = o.path + "_h2c_0";
