@@ -51,6 +51,9 @@ class Field:
                                 # the bell only then (the engine's sleep is 20 ms at most)
     WANT_SPACE = 576            # u64, host: 1 while descriptors wait for room in the rings;
                                 # the engine then rings the done bell when it frees some
+    HOST_PID = 640              # u64, host: its process, for FILE_AT's reads of its memory
+    BY_ADDRESS = 704            # u64, engine: 0 not probed, 1 it can read the host's memory
+                                # (process_vm_readv, as a card reads host RAM), 2 it cannot
 
 
 class Desc:
@@ -62,6 +65,10 @@ class Desc:
     PLACE = 3       # JPEG_DATA payloads tagged ``tag`` go to ``offset`` of the arena, at most
                     # ``capacity`` bytes; until that tag's JPEG_END or an UNPLACE
     UNPLACE = 4     # forget ``tag``'s placement; the engine answers with an UNPLACED record
+    FILE_AT = 5     # FILE, but ``offset`` is an address in the host's memory (HOST_PID): the
+                    # engine reads the file where it lies, the host copies nothing
+    PROBE = 6       # can the engine read the host's memory?  ``offset``: an address holding
+                    # the 8-byte value ``capacity``; the answer goes to BY_ADDRESS
 
 
 class Rec:

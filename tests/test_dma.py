@@ -58,12 +58,21 @@ def board():
 
 @pytest.mark.xdist_group("sim_board")
 @pytest.mark.slow
-def test_decode_places_pixels_in_the_arena(board):
+@pytest.mark.parametrize("by_address", [True, False], ids=["read-in-place", "request-ring"])
+def test_decode_places_pixels_in_the_arena(board, by_address):
+    """Files read where they lie in the host's memory (where the engine may: probed), or
+    copied through the request ring; pixels placed either way."""
     files, want = _mixed()
     link = board.link
+    if by_address and not link.by_address:
+        pytest.skip("the board cannot read this process's memory here (process_vm_readv)")
+    probed, link.by_address = link.by_address, by_address
     placed, records = link.placed, link.records
-    with DecoderService(board) as service:
-        results = list(service.decode(files))
+    try:
+        with DecoderService(board) as service:
+            results = list(service.decode(files))
+    finally:
+        link.by_address = probed
     _check(files, results, want)
     ok = [r for r in results if r.status == "ok"]
     # every file the device decoded was placed; one record pair per file, not per frame
@@ -115,6 +124,7 @@ def test_a_full_request_ring_waits_for_room():
     assert sum(map(len, files)) > 2 * (16 << 10)
     with SimBoard(link="dma", request_ring=16 << 10) as sim:   # (parts of 4 KiB)
         with DecoderService(sim.device, timeout=10.0) as service:
+            service.device.link.by_address = False      # files through the request ring
             results = list(service.decode(files))
             assert service.device.link.ring_full > 0       # the host did wait for room
             assert service.device.resubmissions == 0

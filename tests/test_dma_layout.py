@@ -15,7 +15,8 @@ from dlforge.rtl.link.protocol import HEADER_BYTES, TRAILER_BYTES, Opcode
 
 def test_indices_sit_on_their_own_cache_lines():
     shared = [Field.DESC_HEAD, Field.DESC_TAIL, Field.REC_HEAD, Field.REC_TAIL, Field.PROGRESS,
-              Field.WAKE_ENDS, Field.SLEEPING, Field.WANT_SPACE]
+              Field.WAKE_ENDS, Field.SLEEPING, Field.WANT_SPACE, Field.HOST_PID,
+              Field.BY_ADDRESS]
     assert all(f % 64 == 0 for f in shared) and len({f // 64 for f in shared}) == len(shared)
     assert max(shared) + 8 <= CONTROL_BYTES
 

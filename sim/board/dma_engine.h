@@ -27,6 +27,7 @@
 #include <string>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <vector>
 
@@ -89,8 +90,9 @@ struct Engine {
     Descriptor cur{};
     uint64_t cur_pos = 0;
     bool cur_framed = false;
-    std::vector<uint8_t> stage;
+    std::vector<uint8_t> stage, remote;
     size_t stage_pos = 0;
+    uint64_t remote_errors = 0;
 
     // From the device: the reply parser.
     enum State { HDR, PAY_PLACE, PAY_PASS, TRL_PLACE, TRL_PASS } state = HDR;
@@ -208,12 +210,28 @@ struct Engine {
     }
 
     // ---- towards the device ------------------------------------------------------------
-    // Frames the next chunk of the FILE descriptor into the stage.
+    // Reads n bytes of the host's memory, as a card's DMA engine reads host RAM.
+    bool read_host(uint64_t address, uint8_t* dst, size_t n) {
+        if (!n) return true;
+        iovec local{dst, n}, remote{reinterpret_cast<void*>(address), n};
+        const pid_t pid = pid_t(get(F_HOST_PID));
+        return pid > 0 && process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(n);
+    }
+
+    // Frames the next chunk of the FILE (or FILE_AT) descriptor into the stage.
     void stage_frame() {
         const uint32_t chunk = cur.chunk ? cur.chunk : cur.length;
         const uint32_t n = uint32_t(std::min<uint64_t>(chunk, cur.length - cur_pos));
         const bool last = cur_pos + n >= cur.length;
         const uint8_t* payload = src + cur.offset + cur_pos;
+        if (cur.kind == D_FILE_AT) {
+            remote.resize(n);
+            if (!read_host(cur.offset + cur_pos, remote.data(), n)) {
+                std::memset(remote.data(), 0, n);    // (the host let go of its file: it
+                ++remote_errors;                     // decodes as an error, nothing hangs)
+            }
+            payload = remote.data();
+        }
         uint8_t h[HEADER_BYTES];
         h[0] = FRAME_MAGIC0;
         h[1] = FRAME_MAGIC1;
@@ -250,7 +268,7 @@ struct Engine {
                 stage_pos += k;
                 continue;
             }
-            if (busy && cur.kind == D_FILE) {
+            if (busy && (cur.kind == D_FILE || cur.kind == D_FILE_AT)) {
                 if (cur_pos < cur.length || !cur_framed) {   // (an empty file: one empty frame)
                     cur_framed = true;
                     stage_frame();
@@ -280,6 +298,14 @@ struct Engine {
                     placed_record(uint32_t(R_UNPLACED), cur.tag);
                     urgent = true;
                     finish_descriptor();
+                } else if (cur.kind == D_PROBE) {
+                    uint64_t value = 0;
+                    const bool ok = read_host(cur.offset, reinterpret_cast<uint8_t*>(&value), 8) &&
+                                    value == cur.capacity;
+                    set(F_BY_ADDRESS, ok ? 1 : 2);
+                    finish_descriptor();
+                } else if (cur.kind == D_FILE_AT) {
+                    // read where it lies, chunk by chunk (stage_frame)
                 } else if (cur.kind != D_BYTES && cur.kind != D_FILE) {
                     std::fprintf(stderr, "sim_board: dma: unknown descriptor kind %u skipped\n", cur.kind);
                     finish_descriptor();
