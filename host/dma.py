@@ -6,8 +6,10 @@ The layout, the descriptor and record kinds: :mod:`dlforge.host.dma_layout`.  Th
 is the simulated board's DMA engine (``sim/board/dma_engine.h``, ``dlforge sim-board --link
 dma``), a model of what a PCIe card's DMA engine does.  On the host:
 
-* :meth:`DmaLink.post_file` copies a JPEG file's bytes once into the request ring and posts
-  one descriptor; the engine cuts it into frames and computes their CRCs;
+* :meth:`DmaLink.post_file` posts one descriptor per file: ``FILE_AT`` (the engine reads the
+  bytes where they lie in this process, as a card reads host RAM; probed when the link
+  opens) or, where the engine may not read our memory, ``FILE`` (copied once into the
+  request ring); the engine cuts the file into frames and computes their CRCs;
 * :meth:`DmaLink.place` reserves room in the image arena for a tag's pixels and returns the
   NumPy array over it: the engine writes the decoded payloads there, and the host only learns
   how many bytes arrived (a ``PLACED`` record before that tag's ``JPEG_END`` frame);
