@@ -37,7 +37,7 @@ from ..rtl.link.protocol import Opcode
 from .dma_layout import (CONTROL_BYTES, DESCRIPTOR, FLAG_BAD_CRC, FLAG_OVERFLOW, MAGIC, PLACED,
                          RECORD_HEADER, VERSION, Desc, Field, Rec)
 from .link import FrameLink
-from .transport import DeviceGone, DeviceUnreachable, LinkTimeout, Transport
+from .transport import DeviceGone, DeviceUnreachable, Transport
 
 __all__ = ["DmaTransport", "DmaLink", "Arena"]
 
@@ -330,14 +330,6 @@ class DmaLink(FrameLink):
     @property
     def sending(self):
         return bool(self.posts)
-
-    def drain(self, timeout):
-        deadline = time.monotonic() + timeout
-        while self.posts:
-            if not self.pump(max(0.0, deadline - time.monotonic())) and \
-                    time.monotonic() >= deadline:
-                raise LinkTimeout(f"{self.transport.name}: the engine takes no more "
-                                  f"descriptors ({timeout:g} s)")
 
     def abandon(self, barrier=False):
         return 0                                # nothing waits on a barrier here

@@ -219,7 +219,7 @@ class FrameLink:
     def drain(self, timeout):
         """Write everything queued (reading meanwhile); LinkTimeout if the link stalls."""
         deadline = time.monotonic() + timeout
-        while self.outgoing or self.waiting:
+        while self.sending:
             if not self.pump(max(0.0, deadline - time.monotonic())) and \
                     time.monotonic() >= deadline:
                 raise LinkTimeout(f"{self.transport.name}: the device takes no more bytes "

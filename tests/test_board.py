@@ -149,9 +149,10 @@ def test_faults_on_the_serial_path_are_recovered_or_reported():
     assert sum(r.status == "ok" for r in results) >= 7
 
 
-def test_a_device_that_disappears_is_named():
+def _killed_mid_stream_is_named(link):
+    """A board killed while files are in flight: the error names them."""
     files = _photos(4, seed=9)
-    sim = SimBoard(link="tcp")
+    sim = SimBoard(link=link)
     sim.start()
     board = open_device(sim.device, timeout=5.0)
     killer = threading.Timer(0.5, lambda: sim.process.send_signal(signal.SIGKILL))
@@ -164,6 +165,10 @@ def test_a_device_that_disappears_is_named():
         killer.cancel()
         board.close()
         sim.stop()
+
+
+def test_a_device_that_disappears_is_named():
+    _killed_mid_stream_is_named("tcp")
 
 
 def test_something_that_is_not_a_board():

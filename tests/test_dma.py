@@ -4,8 +4,6 @@ verdicts in order, control requests and the engine's words unchanged, a full are
 to the record ring, faults are recovered or reported, a board that dies is named."""
 
 import gc
-import signal
-import threading
 
 import numpy as np
 import pytest
@@ -15,11 +13,12 @@ from dlforge.host.conv_run import engine_config, run_conv
 from dlforge.host.decode_service import DecoderService
 from dlforge.host.device import open_device
 from dlforge.host.dma import Arena, DmaTransport
-from dlforge.host.transport import DeviceGone, DeviceUnreachable, open_transport
+from dlforge.host.transport import DeviceUnreachable, open_transport
 from dlforge.sim.sim_board import SimBoard
 from dlforge.sim.tb_conv_engine import expected_output, random_tensors
 
-from test_board import _check, _check_recovered_or_reported, _mixed, _photos
+from test_board import (_check, _check_recovered_or_reported, _killed_mid_stream_is_named,
+                        _mixed, _photos)
 
 
 # ---- the host side alone ----------------------------------------------------------------------
@@ -164,17 +163,4 @@ def test_faults_under_the_engine_are_recovered_or_reported():
 @pytest.mark.xdist_group("sim_board")
 @pytest.mark.slow
 def test_a_board_that_dies_is_named():
-    files = _photos(4, seed=9)
-    sim = SimBoard(link="dma")
-    sim.start()
-    board = open_device(sim.device, timeout=5.0)
-    killer = threading.Timer(0.5, lambda: sim.process.send_signal(signal.SIGKILL))
-    try:
-        killer.start()
-        with pytest.raises((DeviceGone, DeviceUnreachable), match=r"files in flight: #\d+"):
-            with DecoderService(board) as service:
-                list(service.decode(files * 50))
-    finally:
-        killer.cancel()
-        board.close()
-        sim.stop()
+    _killed_mid_stream_is_named("dma")      # the done pipe's writer goes: POLLHUP

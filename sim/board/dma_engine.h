@@ -432,20 +432,11 @@ struct Engine {
     // Checked every I/O step, so a threshold the host lowers takes effect at the next one.
     void notify() {
         set(F_PROGRESS, progress);
-        const uint64_t tail = *word(F_DESC_TAIL);
-        if (tail != desc_notified && get(F_WANT_SPACE)) {   // the host waits to post more
-            desc_notified = tail;
-            rec_notified = *word(F_REC_HEAD);
-            urgent = false;
-            ends_unread = 0;
-            const uint8_t one = 1;
-            ssize_t r = ::write(done, &one, 1);
-            (void)r;
-            return;
-        }
-        const uint64_t head = *word(F_REC_HEAD);
-        if (head == rec_notified) return;
-        if (!urgent && ends_unread < get(F_WAKE_ENDS)) return;
+        const uint64_t tail = *word(F_DESC_TAIL), head = *word(F_REC_HEAD);
+        const bool space = tail != desc_notified && get(F_WANT_SPACE);   // the host waits to post
+        const bool records = head != rec_notified && (urgent || ends_unread >= get(F_WAKE_ENDS));
+        if (!space && !records) return;
+        if (space) desc_notified = tail;
         rec_notified = head;
         urgent = false;
         ends_unread = 0;
