@@ -145,7 +145,10 @@ VERILATOR_FLAGS = ("--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x
 #: and inlines across all of it: 11 % more cycles per second, for a build of about 60 s
 #: instead of 50.  With the engine, the one file takes 4 minutes to compile on two busy
 #: cores instead of 1.5, so the default board stays split.
-ONE_FILE_FLAGS = ("--output-split", "0", "--output-split-cfuncs", "0")
+#: ``-fno-table`` too: Verilator's table optimisation turns small blocks of logic into lookups
+#: in constant tables; without it the decoder top runs 1.8 % faster (A/B median of three runs,
+#: docs/sim-board.md).
+DECODER_TOP_FLAGS = ("--output-split", "0", "--output-split-cfuncs", "0", "-fno-table")
 #: Make variables of the C++ build: the model's hot code at -O3 and Verilator's runtime at
 #: -O2 (verilated.mk compiles them at -Os otherwise); the constructors stay unoptimised.
 MAKE_FLAGS = ("OPT_FAST=-O3", "OPT_GLOBAL=-O2")
@@ -166,7 +169,7 @@ def _wrapper(params):
 
 def _flags(params):
     """Verilator's options for this build: a UART build compiles the harness's UART mode."""
-    flags = VERILATOR_FLAGS + (ONE_FILE_FLAGS if not params.get("conv") else ())
+    flags = VERILATOR_FLAGS + (DECODER_TOP_FLAGS if not params.get("conv") else ())
     if params.get("uart"):
         return flags + ("-CFLAGS", f"-DDLFORGE_UART_DIVISOR={params['uart']}",
                         "-CFLAGS", f"-DDLFORGE_BAUD={BAUD}")

@@ -181,9 +181,10 @@ class HuffmanDecoder(wiring.Component):
         tsel_dc = Signal(2)
         tsel_ac = Signal(2)
         dc_comp = Mux(is_dc, comp, next_comp)
-        m.d.sync += [tsel_dc.eq(cfg.td[dc_comp]), tsel_ac.eq(cfg.ta[comp]),
-                     floor_dc.eq(tables.floor[cfg.td[dc_comp]]),
-                     floor_ac.eq(tables.floor[Cat(cfg.ta[comp], Const(1, 1))])]
+        m.d.sync += [tsel_dc.eq(cfg.td[dc_comp]), tsel_ac.eq(cfg.ta[comp])]
+        for sel, floor, base in ((cfg.td[dc_comp], floor_dc, 0), (cfg.ta[comp], floor_ac, 4)):
+            f = [tables.floor[base + t] for t in range(4)]
+            m.d.sync += floor.eq(Mux(sel[1], Mux(sel[0], f[3], f[2]), Mux(sel[0], f[1], f[0])))
 
         # ---- Bit window ------------------------------------------------------------------
         # ``window`` holds the next bits, the first in the top bit, zeros below the ``nvalid``

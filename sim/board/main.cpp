@@ -35,6 +35,16 @@
 #include "verilated.h"
 #include "dma_engine.h"
 
+// The model's own evaluation, which Vdlforge_top::eval() wraps.  The wrapper adds per-call
+// bookkeeping this model never needs: a mutex-guarded deleter for SystemVerilog class objects
+// and the message queue of multithreaded models (there are neither: no classes, no DPI, one
+// thread, --noassert).  The clock loops call it directly, which makes the decoder top about
+// 6 % faster (docs/sim-board.md).  The reset cycles still go through eval(), whose first call
+// also initialises the model.  Verilator declares the function in the model's own source
+// (Vdlforge_top.cpp), not in a header; a Verilator that renamed it fails at link time.
+void Vdlforge_top___024root___eval(Vdlforge_top___024root* vlSelf);
+static inline void eval_fast(Vdlforge_top* top) { Vdlforge_top___024root___eval(top->rootp); }
+
 #include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
@@ -579,12 +589,12 @@ int main(int argc, char** argv) {
                 took_at = n + 1;
             }
             top->rx = ser_left ? (ser_bits & 1u) : 1u;
-            top->eval();
+            eval_fast(top);
             ++n;
             device_in += top->got;
             device_out += top->sent;
             top->clk = 1;
-            top->eval();
+            eval_fast(top);
             if (ser_left && ++ser_clock == UART_DIVISOR) {
                 ser_clock = 0;
                 ser_bits >>= 1;
@@ -634,7 +644,7 @@ int main(int argc, char** argv) {
             top->I_VALID = valid;
             if (valid) top->I_PAYLOAD = in[in_pos];
             top->O_READY = out_len < OUT_CAP;
-            top->eval();
+            eval_fast(top);
             ++n;
             if (valid && top->I_READY) {
                 ++in_pos;
@@ -645,7 +655,7 @@ int main(int argc, char** argv) {
                 gave_at = n;
             }
             top->clk = 1;
-            top->eval();
+            eval_fast(top);
             if (out_len >= flush_at) break;
         }
 #endif
