@@ -12,36 +12,20 @@ __all__ = ["TOP", "add_axi_command", "axi_manifest", "export_axi"]
 TOP = "dlforge_axi"
 
 _AXI_ROLES = {
-    "s_axis": ("AXI4-Stream", "slave", "host to card (an XDMA H2C stream): request frames; "
-                                       "TLAST is ignored, frames delimit themselves"),
-    "m_axis": ("AXI4-Stream", "master", "card to host (an XDMA C2H stream): reply frames; "
-                                        "TLAST on the last byte of every frame"),
+    "s_axis": ("AXI4-Stream", "slave", "host to card (an XDMA H2C stream): request frames "
+                                       "padded to whole beats; TLAST and TKEEP are ignored, "
+                                       "frames delimit themselves"),
+    "m_axis": ("AXI4-Stream", "master", "card to host (an XDMA C2H stream): reply frames "
+                                        "padded to whole beats; TLAST on the last beat of "
+                                        "every frame, TKEEP all ones"),
     "s_axil": ("AXI4-Lite", "slave", "registers (an XDMA AXI-Lite user BAR): register N at "
                                      "byte address 4*N"),
 }
 
 
-def _register_values(top):
-    """The registers that hold a constant of this configuration (as ``AcceleratorTop`` sets)."""
-    from ..rtl.link.protocol import VERSION, Register
-    values = {Register.VERSION: VERSION, Register.CORES: top.n_cores,
-              Register.MAX_WIDTH: top.max_width, Register.MAX_HEIGHT: top.max_height,
-              Register.MAX_PAYLOAD: top.max_payload, Register.REPLY_PAYLOAD: top.reply_payload,
-              Register.ARRAY: 0, Register.LINK_BYTES: 0}
-    if top.conv:
-        c = top.conv
-        values |= {Register.ARRAY: c.rows | c.cols << 8 | c.simd << 16 | c.operand_bits << 24,
-                   Register.LINK_BYTES: c.link_bytes,
-                   Register.CONV_WEIGHT_DEPTH: c.weight_depth,
-                   Register.CONV_INPUT_DEPTH: c.input_depth,
-                   Register.CONV_PSUM_DEPTH: c.psum_depth,
-                   Register.CONV_MAX_REDUCTION: c.max_reduction}
-    return values
-
-
 def _register_map(top):
     from ..rtl.link.protocol import MAX_CORES, Register
-    values = _register_values(top)
+    values = top.constant_registers()
     regs = []
     for r in Register:
         entry = {"name": r.name, "number": int(r), "byte_address": 4 * int(r),
@@ -93,7 +77,7 @@ def axi_manifest(component, verilog_name=None):
         info = {"protocol": protocol, "mode": mode, "purpose": purpose, "signals": signals,
                 "clock": "aclk", "reset": "aresetn"}
         if protocol == "AXI4-Stream":
-            info["data_width"] = 8
+            info["data_width"] = 8 * top.link_bytes
         else:
             info |= {"data_width": 32, "addr_width": component.addr_width,
                      "responses": "OKAY for aligned addresses inside the 64 registers "
@@ -108,7 +92,8 @@ def axi_manifest(component, verilog_name=None):
         "parameters": {"cores": top.n_cores, "max_width": top.max_width,
                        "max_height": top.max_height, "max_payload": top.max_payload,
                        "reply_payload": top.reply_payload,
-                       "input_fifo_depth": top.input_fifo_depth,
+                       "input_fifo_bytes": top.input_fifo_bytes,
+                       "link_bytes": top.link_bytes,
                        "addr_width": component.addr_width,
                        "engine": top.conv.as_dict() if top.conv else None},
         "ports": ports,
@@ -124,13 +109,20 @@ def axi_manifest(component, verilog_name=None):
                                  {"bytes": "2", "field": "opcode"},
                                  {"bytes": "3", "field": "status"},
                                  {"bytes": "4..5", "field": "tag", "type": "uint16 LE"},
-                                 {"bytes": "6..9", "field": "length", "type": "uint32 LE"},
+                                 {"bytes": "6..8", "field": "length", "type": "uint24 LE"},
+                                 {"bytes": "9", "field": "seq: the frame's number within "
+                                                         "its tag, mod 256"},
                                  {"bytes": "10..11", "field": "header CRC-16/CCITT-FALSE of "
                                                               "bytes 2..9", "type": "uint16 LE"}],
                       "payload": "length bytes (requests at most max_payload, replies at "
                                  "most reply_payload)",
                       "trailer_bytes": TRAILER_BYTES,
-                      "trailer": "CRC-32 (IEEE, as zlib.crc32) of the payload, uint32 LE"},
+                      "trailer": "CRC-32 (IEEE, as zlib.crc32) of the payload section, "
+                                 "uint32 LE",
+                      "link_bytes": top.link_bytes,
+                      "padding": "each section (header, payload, trailer) is zero-padded to "
+                                 "whole beats of link_bytes; the CRC-32 covers the padded "
+                                 "payload; frames start on beat boundaries"},
             "opcodes": {op.name: int(op) for op in Opcode},
             "statuses": {s.name: int(s) for s in Status},
             "document": "docs/protocol.md",
@@ -140,17 +132,21 @@ def axi_manifest(component, verilog_name=None):
             "h2c": "PATH_h2c_0: the host writes request frames, which reach s_axis",
             "c2h": "PATH_c2h_0: the host reads reply frames from m_axis; TLAST ends each read "
                    "at a frame boundary",
-            "example": "dlforge stream --device xdma:/dev/xdma0",
+            "example": ("dlforge stream --device xdma:/dev/xdma0"
+                        + (f"?link_bytes={top.link_bytes}" if top.link_bytes > 1 else "")),
             "registers": "the host runtime reads registers with READ_REGS frames over the "
                          "streams; s_axil is for drivers and monitors (e.g. /dev/xdma0_user)",
-            "data_width": "XDMA streams are 64 bits or wider: put an AXI4-Stream data width "
-                          "converter (TKEEP) between them and these 8-bit ports",
+            "data_width": (f"these streams are {8 * top.link_bytes} bits: connect an XDMA "
+                           f"stream of that width directly (export with --link-bytes 8..64 "
+                           f"for 64..512 bits)"),
+            "device_string": (f"xdma:PATH?link_bytes={top.link_bytes}" if top.link_bytes > 1
+                              else "xdma:PATH"),
         },
     }
 
 
 def export_axi(out_dir, cores=1, max_width=4096, max_height=65535, max_payload=None,
-               reply_payload=None, conv=None, addr_width=8):
+               reply_payload=None, conv=None, addr_width=8, link_bytes=1):
     """Write ``out_dir/dlforge_axi.v`` and ``out_dir/manifest.json``; return (path, manifest)."""
     from amaranth.back import verilog
 
@@ -158,7 +154,8 @@ def export_axi(out_dir, cores=1, max_width=4096, max_height=65535, max_payload=N
     from ..rtl.link.protocol import MAX_PAYLOAD
     component = AxiAccelerator(cores, max_width, max_height,
                                MAX_PAYLOAD if max_payload is None else max_payload, conv=conv,
-                               reply_payload=reply_payload, addr_width=addr_width)
+                               reply_payload=reply_payload, addr_width=addr_width,
+                               link_bytes=link_bytes)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{TOP}.v"
@@ -172,7 +169,7 @@ def cmd_export_axi(args):
     path, info = export_axi(args.output, cores=args.cores, max_width=args.max_width,
                             max_height=args.max_height, max_payload=args.max_payload,
                             reply_payload=args.reply_payload, conv=parse_engine(args.engine),
-                            addr_width=args.addr_width)
+                            addr_width=args.addr_width, link_bytes=args.link_bytes)
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -199,5 +196,8 @@ def add_axi_command(sub):
                         "EngineConfig's defaults; or none (default)")
     p.add_argument("--addr-width", type=int, default=8,
                    help="AXI4-Lite address bits, 8-32 (default 8: the 64 registers exactly)")
+    p.add_argument("--link-bytes", type=int, default=1, choices=(1, 4, 8, 16, 32, 64),
+                   help="stream width in bytes: 8..64 for XDMA's 64..512-bit streams "
+                        "(default 1)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
     p.set_defaults(func=cmd_export_axi)

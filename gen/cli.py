@@ -92,14 +92,29 @@ def cmd_bench(args):
     """Run a block's speed measurement in simulation and print the figures as JSON."""
     from ..sim.runner import default_simulator, run_cocotb
     if args.block == "loader":
-        from ..host.bench_loader import bench_loader
-        print(json.dumps(bench_loader(args.files or None, device=args.device or "sim:dma",
-                                      passes=args.passes), indent=2))
-        return 0
+        from ..host.bench_loader import bench_loader, bench_loader_both
+        if args.device in (None, "sim:dma"):
+            # the DMA link, with TCP beside it; exit 1 past the host's budget on DMA
+            report = bench_loader_both(args.files or None, passes=args.passes)
+        else:
+            report = bench_loader(args.files or None, device=args.device, passes=args.passes)
+        print(json.dumps(report, indent=2))
+        return 0 if report["within_5_percent"] or args.device not in (None, "sim:dma") else 1
+    if args.block == "device":
+        from ..host.bench_device import main as bench_device_main
+        return bench_device_main(args)
     if args.block == "sim-board":
         from ..sim.sim_board import bench_sim_board
         print(json.dumps(bench_sim_board(cores=args.cores or 1), indent=2))
         return 0
+    if args.block == "conv" and args.device:
+        # through a device's link (the simulated board): what the layer costs there
+        if args.device != "sim":
+            raise ValueError("bench conv --device: only sim (the simulated board)")
+        from ..host.bench_device import bench_conv_device
+        report = bench_conv_device(args.model, args.layers.split(",") if args.layers else None)
+        print(json.dumps(report, indent=2))
+        return 0 if report["ok"] else 1
     block = get_block(args.block)
     if block.bench is None:
         raise ValueError(f"{block.name} has no benchmark")
@@ -185,19 +200,26 @@ def build_parser():
 
     bench = sub.add_parser("bench", help="measure a block's speed in simulation, the host "
                                          "runtime (loader) or the simulated board (JSON)")
-    bench.add_argument("block", choices=BLOCKS() + ("loader", "sim-board", "sched"),
+    bench.add_argument("block", choices=BLOCKS() + ("device", "loader", "sim-board", "sched"),
                        help="sched: the GPU scheduler vs stock PyTorch (`dlforge bench sched "
                             "--help` for its options)")
     bench.add_argument("--device", default=None,
                        help="loader: the device to measure the host path against (default "
-                            "sim:dma); sim-board: not used")
+                            "sim:dma); conv: sim runs the layers through the simulated "
+                            "board's link instead of the engine alone")
     bench.add_argument("--passes", type=int, default=8, metavar="N",
                        help="loader: rounds of the files, streamed as one (default 8)")
     bench.add_argument("files", nargs="*", metavar="FILE",
                        help="JPEG files to measure (decoder blocks; default: --corpus)")
     bench.add_argument("--sim", choices=("verilator", "icarus"), default=None)
-    bench.add_argument("--corpus", choices=("quick", "full", "photos"), default=None,
-                       help="JPEG corpus for decoder blocks")
+    bench.add_argument("--corpus", choices=("quick", "full", "photos", "shipped"), default=None,
+                       help="JPEG corpus for decoder blocks (device: photos or shipped)")
+    bench.add_argument("--json", action="store_true",
+                       help="device: print the report as JSON (else a table)")
+    bench.add_argument("--conv", action="store_true",
+                       help="device: the simulated board with the convolution engine")
+    bench.add_argument("--no-reference", action="store_true",
+                       help="device: skip the one-core reference run (no efficiency)")
     bench.add_argument("--limit", type=int, default=None, help="at most this many files")
     bench.add_argument("--model", choices=("resnet18",), default="resnet18",
                        help="network whose convolution layers the conv block runs")

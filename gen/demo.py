@@ -1,11 +1,13 @@
 """``make demo``: the main job on the built-in simulated board.
 
-Starts the simulated board (the accelerator top — a JPEG decoder core and the 8x8x8
-convolution engine behind one byte link — compiled with Verilator and driven over a local
-socket by the host runtime), then:
+Starts the simulated board (the accelerator top — two JPEG decoder cores and the 8x8x8
+convolution engine behind a 32-byte link, a PCIe card's DMA stream — compiled with Verilator
+and driven over a local socket by the host runtime), then:
 
 1. decodes scikit-image's three shipped JPEG files and a few Pillow encodes of its photos
-   through the decoder service and compares every image with libjpeg-turbo (simplejpeg);
+   through the decoder service, compares every image with libjpeg-turbo (simplejpeg), and
+   gives the device's pixels per clock from its own CYCLES register (first request to last
+   reply) next to each core's own count per file;
 2. streams the same photos as fixed-size uint8 batches through the PyTorch loader (resized on
    the host), each image compared with libjpeg-turbo's decode put through the same resize;
 3. runs a ResNet-18 convolution layer (random int8 tensors) on the board's engine and compares
@@ -122,8 +124,13 @@ def main(argv=None):
     info = board.info()
     if not args.json:
         print(f"simulated board at {info['device']}: {info['cores']} decoder core(s) up to "
-              f"{info['max_width']}x{info['max_height']}, engine {info['engine']}\n")
+              f"{info['max_width']}x{info['max_height']}, engine {info['engine']}, "
+              f"{info['link_bytes']}-byte link\n")
+    from ..rtl.link.protocol import Register
+    (start,) = board.read_regs(Register.CYCLES)
     results = list(service.decode(paths))
+    (end,) = board.read_regs(Register.CYCLES)
+    device_cycles = (end - start) & 0xFFFFFFFF
     rows = []
     for path, r in zip(paths, results):
         data = path.read_bytes()
@@ -133,12 +140,19 @@ def main(argv=None):
                      f"{ref.shape[0]}", "status": r.status, "bit_exact": exact,
                      "cycles": r.cycles, "pixels_per_clock":
                      round(ref.shape[0] * ref.shape[1] / r.cycles, 3) if r.cycles else None})
+    pixels = sum(int(w["size"].split("x")[0]) * int(w["size"].split("x")[1]) for w in rows)
+    device = {"cycles": device_cycles, "pixels": pixels, "cores": info["cores"],
+              "link_bytes": info["link_bytes"],
+              "pixels_per_clock": round(pixels / device_cycles, 3)}
     if not args.json:
-        _print_table(("file", "layout", "size", "status", "bit-exact", "cycles", "pixels/clock"),
+        _print_table(("file", "layout", "size", "status", "bit-exact", "core cycles",
+                      "core pixels/clock"),
                      [(w["file"], w["layout"], w["size"], w["status"],
                        "yes" if w["bit_exact"] else "NO", str(w["cycles"]),
                        str(w["pixels_per_clock"])) for w in rows])
-        print()
+        print(f"\ndevice: {len(rows)} images, {pixels} pixels in {device_cycles} cycles of its "
+              f"CYCLES register (first request to last reply, {info['cores']} cores, "
+              f"{info['link_bytes']}-byte link): {device['pixels_per_clock']} pixels/clock\n")
     stream = stream_demo(service, args.folder)
     if not args.json:
         print(f"stream: {stream['images']} images in {stream['batches']} batches of "
@@ -150,8 +164,8 @@ def main(argv=None):
     counters = board.counters()
     board.close()
     if args.json:
-        print(json.dumps({"board": info, "jpeg": rows, "stream": stream, "conv": conv_rows,
-                          "counters": counters}, indent=2))
+        print(json.dumps({"board": info, "jpeg": rows, "device": device, "stream": stream,
+                          "conv": conv_rows, "counters": counters}, indent=2))
     elif conv_rows:
         _print_table(("ResNet-18 layer (board engine)", "MACs", "tiles", "predicted", "cycles",
                       "utilisation", "bit-exact"),

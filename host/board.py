@@ -1,17 +1,31 @@
 """A device behind a link: registers, pipelined JPEG decoding and convolution layers, with the
 recovery rules that keep a lossy link from losing or swapping an image.
 
-Decoding keeps ``window`` files in flight (each file's frames back to back, one tag per
-attempt), so the cores are fed in turn and the link stays busy; results are handed back in
-submission order.
+Decoding keeps up to ``window`` files in flight (one tag per attempt); results are handed
+back in submission order.  The host chooses each file's decoder core (the core number rides in
+the status byte of all its frames, ``request_status``): the core with the fewest bytes
+outstanding, i.e. sent in files whose ``JPEG_END`` reply has not come back.  A core's input
+FIFO (``Register.INPUT_FIFO``) is the credit: a file goes to a core only if it fits beside
+what is outstanding there, or if the core has nothing outstanding (a file larger than the
+FIFO then goes alone).  So the device never stalls the link on one full core FIFO while the
+other cores starve; files that fit nowhere yet wait, in order.  Files sent together are queued
+chunk by chunk in turn between their cores, so that every core gets its first bytes early
+(a core's own files stay back to back, in order: a core decodes its files in the order their
+frames arrive; a device older than protocol 0.2 deals files to its cores itself and gets every
+file back to back).
+
+The link width (``link_bytes``, the frame padding of :mod:`dlforge.rtl.link.protocol`) must be
+known before the first frame: it comes from the transport (or the ``link_bytes`` argument)
+and is checked against ``Register.LINK_WIDTH``.
 
 Recovery (a serial link can flip, drop or add bytes; TCP and PCIe do not):
 
 * a request frame the device refuses (``ERROR``/``BAD_CRC``) was not acted on, but the frames
   after it were: the file it belonged to, and any file whose bytes may have run into it in the
   same core, is damaged.  The host *voids* every attempt in flight (their late replies are
-  ignored by tag), sends a *closer* (the last file's final frame again, which ends a packet a
-  refused final frame left open in a core), and resubmits the files under new tags;
+  ignored by tag), sends a *closer* to each core that had files in flight (the final frame of
+  the last file sent to that core, again: it ends a packet that a refused final frame left
+  open there), frees every core's credit, and resubmits the files under new tags;
 * a reply whose payload CRC fails, or whose pixel count does not match its record, makes its
   file resubmitted;
 * a device silent for ``timeout`` seconds while work is in flight: the same as a refusal
@@ -35,8 +49,9 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from ..rtl.jpeg.status import JpegStatus
-from ..rtl.link.jpeg_reply import END_RECORD
-from ..rtl.link.protocol import MAX_PAYLOAD, VERSION, Opcode, Register, Status
+from ..rtl.link.jpeg_reply import END_RECORD, parse_end
+from ..rtl.link.protocol import (LINK_WIDTHS, MAX_PAYLOAD, REQUEST_CLOSE, VERSION, Opcode,
+                                 Register, Status, parse_array_word, request_status)
 from .device import Device, JpegReply
 from .link import FrameLink
 from .transport import DeviceGone, DeviceUnreachable, LinkTimeout
@@ -44,15 +59,16 @@ from .transport import DeviceGone, DeviceUnreachable, LinkTimeout
 __all__ = ["Board"]
 
 _CONTROL_TAGS = 256                  # tags below this are control requests; files use the rest
-_RECORD = struct.Struct("<BBHHII")
 _STATUS = {int(s): s for s in JpegStatus}
 
 
 class _Attempt:
-    __slots__ = ("tag", "job", "pixels", "filled", "damaged", "end_frame", "placed")
+    __slots__ = ("tag", "job", "pixels", "filled", "damaged", "end_frame", "placed", "core",
+                 "credit", "replies")
 
-    def __init__(self, tag, job, pixels=None):
+    def __init__(self, tag, job, pixels=None, core=0, credit=0):
         self.tag, self.job = tag, job
+        self.core, self.credit = core, credit       # its decoder core, the bytes it holds there
         # the image's array, allocated once when the host knows its size (no regrowing); on
         # the DMA link, the arena slot the engine writes into
         if pixels is None and job.pixel_bytes:
@@ -60,7 +76,8 @@ class _Attempt:
         self.pixels = pixels
         self.filled = 0
         self.damaged = False
-        self.end_frame = None
+        self.end_frame = None               # the closer: its final frame, flagged
+        self.replies = 0                    # reply frames seen: the next one's number
         self.placed = False
 
     def add(self, payload):
@@ -87,17 +104,25 @@ class _Job:
 
 class Board(Device):
     def __init__(self, transport, *, timeout=30.0, retries=3, window=None, verify=None,
-                 owner=None, pace=None):
+                 owner=None, pace=None, link_bytes=None):
         self.transport = transport
         self.name = transport.name
         self.timeout = timeout
         self.retries = retries
         self.owner = owner                  # e.g. the simulated board started for us
+        # The link width pads every frame, the first register read's too: it must come from
+        # the transport (or the caller), and the device's LINK_WIDTH register confirms it.
+        self.link_bytes = getattr(transport, "link_bytes", 1) if link_bytes is None \
+            else link_bytes
+        if self.link_bytes not in LINK_WIDTHS:
+            self.close()
+            raise ValueError(f"link_bytes must be one of {LINK_WIDTHS}, not {self.link_bytes}")
         # pace: None = when the transport has no flow control (serial)
         if hasattr(transport, "dma_link"):      # shared memory: files and pixels by DMA
             self.link = transport.dma_link(self._on_frame, self._on_placed)
         else:
             self.link = FrameLink(transport, self._on_frame, verify=verify, pace=pace)
+        self.link.link_bytes = self.link_bytes
         self._control = {}                  # tag -> (opcode, status, payload)
         self._next_control = 1
         self._next_tag = _CONTROL_TAGS
@@ -108,10 +133,14 @@ class Board(Device):
         self.resubmissions = 0
         try:
             regs = self.read_regs(Register.VERSION, 8)
+            if regs[Register.VERSION] >> 16 == VERSION >> 16:
+                width, fifo = self.read_regs(Register.LINK_WIDTH, 2)
         except LinkTimeout as exc:
             self.close()
             raise DeviceUnreachable(f"no answer from {self.name}: is it an accelerator "
-                                    f"built by dlforge, and powered? ({exc})") from None
+                                    f"built by dlforge, powered, and with a "
+                                    f"{self.link_bytes}-byte link (the frames' padding)? "
+                                    f"({exc})") from None
         except Exception:
             self.close()
             raise
@@ -120,15 +149,30 @@ class Board(Device):
             raise DeviceUnreachable(f"{self.name} speaks protocol version "
                                     f"{regs[Register.VERSION] >> 16}.{regs[0] & 0xFFFF}, the "
                                     f"host {VERSION >> 16}.{VERSION & 0xFFFF}")
+        width = width or 1                  # 0: a device from before wide links (bytes)
+        if width != self.link_bytes:
+            self.close()
+            raise DeviceUnreachable(f"{self.name} has a {width}-byte link but the host frames "
+                                    f"for {self.link_bytes} bytes per clock (from the "
+                                    f"transport, or link_bytes=): open it with "
+                                    f"link_bytes={width}")
+        #: bytes each core's input FIFO holds: the credit per core (0: not reported, no limit)
+        self.input_fifo = fifo
+        # Before 0.2 the device dealt files to its cores in turn itself and took each file's
+        # frames back to back: no interleaving there (the core bits are ignored).
+        self._interleave = (regs[Register.VERSION] & 0xFFFF) >= 2
         self.cores = regs[Register.CORES]
         self.max_width, self.max_height = regs[Register.MAX_WIDTH], regs[Register.MAX_HEIGHT]
         self.max_payload = regs[Register.MAX_PAYLOAD] or MAX_PAYLOAD
         self.reply_payload = regs[Register.REPLY_PAYLOAD] or MAX_PAYLOAD
         self.array = regs[Register.ARRAY]
-        self.link_bytes = regs[Register.LINK_BYTES]
+        self.engine_word = regs[Register.LINK_BYTES]    # the engine's link word (conv_exchange)
+        self._outstanding = [0] * self.cores            # per core: bytes of unfinished files
         self.link.max_reply = max(self.reply_payload, MAX_PAYLOAD)
-        # DMA: 32 files in flight, so that the host can sleep until half of them are done:
-        # one wake-up per 16 images (each costs some 80 us of CPU on a VM; host/dma.py)
+        # At least two files a core and one more, so a core has its next file while it
+        # decodes one (the credit rule may still hold files back).  DMA: 32 files in flight,
+        # so that the host can sleep until half of them are done: one wake-up per 16 images
+        # (each costs some 80 us of CPU on a VM; host/dma.py)
         dma = hasattr(self.link, "post_file")
         self.window = window or (max(32, 2 * self.cores + 1) if dma else 2 * self.cores + 1)
 
@@ -137,12 +181,12 @@ class Board(Device):
         """Start a private simulated board and connect to it: ``sim`` over a local socket,
         ``sim:dma`` over shared memory and its DMA engine (:mod:`dlforge.host.dma`)."""
         from ..sim.sim_board import SimBoard
-        from .transport import TcpTransport
+        from .transport import open_transport
         kind = str(spec).partition(":")[2] or "tcp"
         if kind not in ("tcp", "dma"):
             raise ValueError(f"unknown simulated board {spec!r}: use sim or sim:dma")
         sim_keys = ("cores", "conv", "max_width", "max_height", "max_payload", "reply_payload",
-                    "corrupt", "drop", "seed")
+                    "link_bytes", "input_fifo_bytes", "corrupt", "drop", "seed")
         sim_options = {k: options.pop(k) for k in sim_keys if k in options}
         if sim_options.get("corrupt") or sim_options.get("drop"):
             options.setdefault("verify", True)      # faults injected under a reliable socket
@@ -152,23 +196,19 @@ class Board(Device):
             board = SimBoard(link="tcp", exit_on_disconnect=True, **sim_options)
         board.start()
         try:
-            if kind == "dma":
-                from .dma import DmaTransport
-                transport = DmaTransport(board.device.partition(":")[2])
-            else:
-                _, host, port = board.device.split(":")
-                transport = TcpTransport(host, port)
-            return cls(transport, owner=board, **options)
+            # (the device string names the board's link width: dma:P?link_bytes=32)
+            return cls(open_transport(board.device), owner=board, **options)
         except BaseException:
             board.stop()
             raise
 
     def info(self):
-        rows, cols, simd, bits = (self.array >> s & 0xFF for s in (0, 8, 16, 24))
+        array = parse_array_word(self.array)
         return {"device": self.name, "cores": self.cores, "max_width": self.max_width,
                 "max_height": self.max_height, "max_payload": self.max_payload,
-                "reply_payload": self.reply_payload,
-                "engine": f"{rows}x{cols}x{simd} int{bits}" if self.array else None}
+                "reply_payload": self.reply_payload, "link_bytes": self.link_bytes,
+                "input_fifo": self.input_fifo,
+                "engine": "{}x{}x{} int{}".format(*array) if array else None}
 
     def close(self):
         if getattr(self, "transport", None) is not None:
@@ -179,13 +219,15 @@ class Board(Device):
             self.owner = None
 
     # ---- frames in ------------------------------------------------------------------------
-    def _on_frame(self, opcode, status, tag, payload):
+    def _on_frame(self, opcode, status, tag, payload, seq=0):
         if tag < _CONTROL_TAGS:
             self._control[tag] = (opcode, status, bytes(payload))
             return
         if opcode == Opcode.ERROR:
             refused = payload[0] if len(payload) else None
-            if refused in (Opcode.JPEG_DATA, Opcode.JPEG_END):
+            # (a refusal of an attempt already voided was dealt with by that void: the GAP a
+            # refused frame leaves on its core names the voided file's tag, and arrives late)
+            if refused in (Opcode.JPEG_DATA, Opcode.JPEG_END) and tag in self._attempts:
                 self._refusals += 1
             elif refused == Opcode.CONV_WORDS:
                 self._conv.setdefault(tag, bytearray())
@@ -199,7 +241,16 @@ class Board(Device):
         attempt = self._attempts.get(tag)
         if attempt is None:
             return                              # a voided attempt's late reply
-        if status == Status.BAD_CRC:
+        # a file's reply frames count 0, 1, 2, ...: a gap is a frame lost to a destroyed
+        # header (on the DMA link the engine checks the placed ones, and JPEG_END comes after
+        # as many frames as the pixels fill)
+        if attempt.placed:
+            want = -(-attempt.filled // self.reply_payload) if attempt.filled else 0
+        else:
+            want = attempt.replies
+        attempt.replies += 1
+        if status == Status.BAD_CRC or (seq != want & 0xFF
+                                        and opcode in (Opcode.JPEG_DATA, Opcode.JPEG_END)):
             attempt.damaged = True
         elif opcode == Opcode.JPEG_DATA:
             attempt.add(payload)
@@ -265,43 +316,102 @@ class Board(Device):
             if tag not in self._attempts:
                 return tag
 
-    def _submit(self, job):
+    def _credit(self, data):
+        """The bytes a file takes in its core's input FIFO, counted as the link carries them
+        (each chunk padded to whole beats): never less than the FIFO holds for it."""
+        step, w = self.max_payload, self.link_bytes
+        full, rest = divmod(len(data), step)
+        return full * (step + -step % w) + rest + -rest % w
+
+    def _core_for(self, credit):
+        """The core a file of ``credit`` bytes may go to now, or None: the one with the fewest
+        bytes outstanding among those with room for it (an idle core always has room)."""
+        if len(self._outstanding) == 1:
+            return 0                        # one core: a full FIFO holds up nobody else
+        fifo, best, least = self.input_fifo, None, None
+        for core, held in enumerate(self._outstanding):
+            if held and fifo and held + credit > fifo:
+                continue                    # would stall the link until this core drains
+            if best is None or held < least:
+                best, least = core, held
+        return best
+
+    def _submit(self, job, core):
+        """Start an attempt of ``job`` on ``core`` and take its credit; returns its frames
+        (opcode, tag, chunk, status) for the caller to queue, interleaved with others' (on
+        the DMA link the engine frames the file: it is posted here, and nothing returned)."""
         tag = self._tag()
-        status = int(job.fast)
+        status = request_status(job.fast, core)
+        credit = self._credit(job.data)
+        self._outstanding[core] += credit
         if hasattr(self.link, "post_file"):
             # DMA: the pixels go straight into an arena slot, the engine frames the file
             pixels = self.link.place(tag, job.pixel_bytes) if job.pixel_bytes else None
-            attempt = _Attempt(tag, job, pixels)
+            attempt = _Attempt(tag, job, pixels, core, credit)
             attempt.placed = pixels is not None
             self.link.post_file(tag, job.data, status, self.max_payload)
             last = len(job.data) - 1 - (len(job.data) - 1) % self.max_payload
-            attempt.end_frame = (Opcode.JPEG_END, tag, memoryview(job.data)[last:], status)
+            attempt.end_frame = (Opcode.JPEG_END, tag, memoryview(job.data)[last:],
+                                 status | REQUEST_CLOSE, last // self.max_payload & 0xFF)
             self._attempts[tag] = attempt
-            self._last_end = attempt.end_frame
-            return
-        attempt = _Attempt(tag, job)
+            return []
+        attempt = _Attempt(tag, job, None, core, credit)
         data, step = memoryview(job.data), self.max_payload
-        for offset in range(0, len(data), step):
+        frames = []
+        for n, offset in enumerate(range(0, len(data), step)):
             last = offset + step >= len(data)
             chunk = data[offset:offset + step]
-            opcode = Opcode.JPEG_END if last else Opcode.JPEG_DATA
-            self.link.queue(opcode, attempt.tag, chunk, status)
-            if last:
-                attempt.end_frame = (opcode, attempt.tag, chunk, status)
-        self._attempts[attempt.tag] = attempt
-        self._last_end = attempt.end_frame
+            frames.append((Opcode.JPEG_END if last else Opcode.JPEG_DATA, tag, chunk, status,
+                           n & 0xFF))
+        opcode, _, chunk, _, n = frames[-1]
+        attempt.end_frame = (opcode, tag, chunk, status | REQUEST_CLOSE, n)
+        self._attempts[tag] = attempt
+        return frames
+
+    def _queue_files(self, batch):
+        """Queue the frames of files just submitted (``batch``: (core, frames) in submission
+        order) a chunk of each core's in turn, so that every core gets its first bytes early
+        instead of waiting behind another core's whole file; a core's own files stay back to
+        back, in order (its FIFO takes one file after another)."""
+        if not self._interleave:
+            for _, frames in batch:
+                for frame in frames:
+                    self.link.queue(*frame)
+            return
+        per_core = {}
+        for core, frames in batch:
+            per_core.setdefault(core, deque()).extend(frames)
+        lanes = deque(per_core.values())
+        while lanes:
+            frames = lanes.popleft()
+            self.link.queue(*frames.popleft())
+            if frames:
+                lanes.append(frames)
+
+    def _retire(self, attempt):
+        """The attempt is over (finished, or to be resubmitted): its core's credit is free."""
+        del self._attempts[attempt.tag]
+        self._outstanding[attempt.core] -= attempt.credit
 
     def _void_all(self, why, retry):
-        """Drop every attempt in flight (late replies are ignored), close a packet that a lost
-        final frame may have left open, and put the files back in front of the queue."""
+        """Drop every attempt in flight (late replies are ignored), close the packets that a
+        lost final frame may have left open, free every core's credit, and put the files back
+        in front of the queue."""
         attempts = list(self._attempts.values())
         self._attempts.clear()
+        self._outstanding = [0] * self.cores    # (the FIFOs may still hold voided bytes)
         self.link.abandon()                 # paced: their frames not yet written
         for attempt in attempts:
             if attempt.placed:
                 self.link.unplace(attempt.tag)      # DMA: the engine stops writing there
-        if attempts and getattr(self, "_last_end", None):
-            self.link.queue(*self._last_end)            # the closer
+        # The closers: a refused final frame leaves its core's packet open, and only a final
+        # frame to that core ends it; the last file sent to each core with files in flight
+        # (a core with none has answered every final frame it was sent).
+        closers = {}
+        for attempt in attempts:
+            closers[attempt.core] = attempt.end_frame
+        for core in sorted(closers):
+            self.link.queue(*closers[core])
         for attempt in reversed(attempts):
             job = attempt.job
             job.why = why
@@ -319,50 +429,65 @@ class Board(Device):
         index = 0                               # next job number to take
         emit = 0                                # next result to hand back
         exhausted = False
+        pending = None                          # the next file to send: no core has room yet
         while True:
-            # top up the window
-            while len(self._attempts) < self.window and (retry or not exhausted):
-                if retry:
-                    job = retry.popleft()
-                    job.tries += 1
-                    if job.tries > self.retries:
-                        results[job.index] = JpegReply(
-                            job.key, JpegStatus.TRUNCATED,
-                            error=f"link: gave up after {job.tries} tries ({job.why})")
-                        continue
-                    self.resubmissions += 1
-                else:
-                    try:
-                        key, data, fast, *size = next(jobs)
-                    except StopIteration:
-                        exhausted = True
+            # top up the window, as far as the cores' credit allows
+            batch = []
+            while len(self._attempts) < self.window:
+                if pending is None:
+                    if retry:
+                        job = retry.popleft()
+                        job.tries += 1
+                        if job.tries > self.retries:
+                            results[job.index] = JpegReply(
+                                job.key, JpegStatus.TRUNCATED,
+                                error=f"link: gave up after {job.tries} tries ({job.why})")
+                            continue
+                        self.resubmissions += 1
+                    elif exhausted:
                         break
-                    job = _Job(index, key, data, fast, size[0] if size else None)
-                    index += 1
-                    if data is None:
-                        results[job.index] = JpegReply(key, JpegStatus.OK)
-                        continue
-                    if not len(data):
-                        results[job.index] = JpegReply(key, JpegStatus.NO_SOI,
-                                                       error="empty file")
-                        continue
-                self._submit(job)
+                    else:
+                        try:
+                            key, data, fast, *size = next(jobs)
+                        except StopIteration:
+                            exhausted = True
+                            break
+                        job = _Job(index, key, data, fast, size[0] if size else None)
+                        index += 1
+                        if data is None:
+                            results[job.index] = JpegReply(key, JpegStatus.OK)
+                            continue
+                        if not len(data):
+                            results[job.index] = JpegReply(key, JpegStatus.NO_SOI,
+                                                           error="empty file")
+                            continue
+                    pending = job
+                core = self._core_for(self._credit(pending.data))
+                if core is None:
+                    break                       # until a core's JPEG_END frees its credit
+                frames = self._submit(pending, core)
+                if frames:
+                    batch.append((core, frames))
+                pending = None
+            if batch:
+                self._queue_files(batch)
             while emit in results:
                 yield results.pop(emit)
                 emit += 1
                 # silence counts only while the host waits, not while its consumer is busy
                 self.link.last_activity = time.monotonic()
-            if exhausted and not self._attempts and not retry and emit == index:
+            if exhausted and not self._attempts and not retry and pending is None \
+                    and emit == index:
                 return
-            if not self._attempts and not retry:
+            if not self._attempts and not retry and pending is None:
                 continue
             try:
                 # sleep until bytes move or the silence deadline: no periodic wake-ups
                 quiet = time.monotonic() - self.link.last_activity
                 # DMA links coalesce wake-ups: with the window full, wake when half of it is
                 # done; with every file submitted, when all are
-                if retry:
-                    self.link.wake_ends = 1
+                if retry or pending is not None:
+                    self.link.wake_ends = 1     # (a file waits for the next JPEG_END)
                 elif len(self._attempts) >= self.window:
                     self.link.wake_ends = max(1, self.window // 2)
                 elif exhausted:
@@ -380,7 +505,7 @@ class Board(Device):
                 attempt, record = self._finished.popleft()
                 if self._attempts.get(attempt.tag) is not attempt:
                     continue
-                del self._attempts[attempt.tag]
+                self._retire(attempt)
                 self._finish(attempt, record, results, retry)
             if self._attempts and time.monotonic() - self.link.last_activity > self.timeout:
                 self._silent(retry)
@@ -391,7 +516,7 @@ class Board(Device):
             attempt.damaged = True
             status = width = height = cycles = 0
         else:
-            status, _, width, height, cycles, _ = _RECORD.unpack(record)
+            status, width, height, cycles, _ = parse_end(record)
         status = _STATUS.get(status, JpegStatus.BAD_FRAME_HEADER)
         if status == JpegStatus.OK and attempt.filled != width * height * 3:
             attempt.damaged = True
@@ -434,7 +559,7 @@ class Board(Device):
         """Send an engine word stream, return its ``result_bytes`` of result words."""
         if not self.array:
             raise ValueError(f"{self.name} has no convolution engine")
-        lb = self.link_bytes
+        lb = self.engine_word
         step = max(lb, self.max_payload // lb * lb)
         tag = self._tag()
         self._conv[tag] = bytearray()

@@ -237,9 +237,9 @@ class DmaLink(FrameLink):
     # ---- posting ------------------------------------------------------------------------
     # Posts wait in ``posts`` until the next :meth:`pump`, which writes them all and rings the
     # bell once (and only if the engine sleeps: see ``SLEEPING``).
-    def queue(self, opcode, tag, payload=b"", status=0):
+    def queue(self, opcode, tag, payload=b"", status=0, seq=0):
         """One frame, framed here (control requests, engine words, a file's closer)."""
-        frame = b"".join(self._frame(opcode, tag, payload, status))
+        frame = b"".join(self._frame(opcode, tag, payload, status, seq))
         self.posts.append((Desc.BYTES, 0, 0, 0, 0, frame))
 
     def post_file(self, tag, data, status, chunk):
@@ -253,7 +253,8 @@ class DmaLink(FrameLink):
             last = start + part >= len(data)
             opcode = Opcode.JPEG_END if last else Opcode.JPEG_DATA
             kind = Desc.FILE_AT if self.by_address else Desc.FILE
-            self.posts.append((kind, opcode, status, tag, chunk, piece))
+            # (the engine numbers the part's frames from its first chunk's number)
+            self.posts.append((kind, opcode, status, tag, chunk, piece, start // chunk & 0xFF))
 
     def place(self, tag, nbytes):
         """An array of ``nbytes`` in the arena where the engine puts ``tag``'s pixels, or
@@ -283,7 +284,7 @@ class DmaLink(FrameLink):
             self.src_tail = self.src_inflight.popleft()[1]     # (and FILE_AT's bytes let go)
         head, posted = self.desc_head, False
         while self.posts and head - tail < t.desc_count:
-            kind, opcode, status, tag, chunk, what = self.posts[0]
+            kind, opcode, status, tag, chunk, what, *first = self.posts[0]
             offset = capacity = length = 0
             if kind in (Desc.BYTES, Desc.FILE):
                 length = len(what)
@@ -304,8 +305,8 @@ class DmaLink(FrameLink):
             elif kind in (Desc.PLACE, Desc.PROBE):
                 offset, capacity = what
             DESCRIPTOR.pack_into(mm, t.desc_off + (head % t.desc_count) * DESCRIPTOR.size,
-                                 kind, opcode, status, 0, tag, 0, chunk, length, offset,
-                                 capacity)
+                                 kind, opcode, status, first[0] if first else 0, tag, 0,
+                                 chunk, length, offset, capacity)
             self.posts.popleft()
             head += 1
             posted = True

@@ -57,8 +57,8 @@ class Field:
 
 
 class Desc:
-    """Descriptor kinds (``DESCRIPTOR``: kind, opcode, status, _, tag, _, chunk, length,
-    offset, capacity; 32 bytes)."""
+    """Descriptor kinds (``DESCRIPTOR``: kind, opcode, status, seq, tag, _, chunk, length,
+    offset, capacity; 32 bytes; ``seq``: a FILE's first frame number)."""
     BYTES = 1       # ``length`` bytes at ``offset`` of the request ring go to the device as-is
     FILE = 2        # the same bytes cut into frames of ``chunk`` bytes: JPEG_DATA, the last
                     # one ``opcode`` (JPEG_END, or JPEG_DATA for a part of a long file)
@@ -119,7 +119,7 @@ def c_header():
     lines += [f"constexpr uint32_t FLAG_BAD_CRC = {FLAG_BAD_CRC};",
               f"constexpr uint32_t FLAG_OVERFLOW = {FLAG_OVERFLOW};",
               "#pragma pack(push, 1)",
-              "struct Descriptor { uint8_t kind, opcode, status, pad0; uint16_t tag, pad1; "
+              "struct Descriptor { uint8_t kind, opcode, status, seq; uint16_t tag, pad1; "
               "uint32_t chunk, length; uint64_t offset, capacity; };",
               "struct RecordHeader { uint32_t kind, length; };",
               "struct Placed { uint16_t tag, flags; uint32_t bytes; };",

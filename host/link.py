@@ -2,11 +2,19 @@
 each other.
 
 Requests are queued with :meth:`FrameLink.queue`; :meth:`FrameLink.pump` writes what the link
-takes and parses what has arrived, calling ``on_frame(opcode, status, tag, payload)`` for
+takes and parses what has arrived, calling ``on_frame(opcode, status, tag, payload, seq)`` for
 each whole frame.  Frame layout and CRCs: :mod:`dlforge.rtl.link.protocol` (the same module
 the gateware uses).  The receive side hunts for the next magic after a damaged header, like
 the device does; a payload whose CRC-32 fails (checked only on links that are not reliable
 on their own) is delivered with ``status = Status.BAD_CRC`` so the caller can act on it.
+
+**Link width** (``link_bytes`` W, one of ``LINK_WIDTHS``; 1 until the caller sets it): on a
+wide link every frame's header, payload and CRC sections are zero-padded to whole W-byte
+beats, both ways, and the CRC-32 covers the padded payload (the protocol module's frame
+format).  The pads are small bytes objects queued between the memoryviews, so payloads are
+still not copied.  Frames start on beat boundaries of the stream, so the receiver hunts for
+the magic only at offsets that are multiples of W from the first byte received, and skips one
+beat after a bad header.  At W = 1 the frames are the byte format, unchanged.
 
 **Pacing** (``pace``; on by default where the transport has no ``flow_control``, i.e. a UART
 board): the device's receive buffers must never overflow, and nothing on the link tells the
@@ -24,7 +32,8 @@ device (a dropped byte makes the device's receiver take the barrier's first byte
 data frame's, which it then refuses), at most ``barrier_resends`` times per data frame; after
 that the queue waits until the caller gives up on the barrier (:meth:`FrameLink.abandon`,
 which the board's silence rule calls).  At most one data frame, its barriers and one
-control request are in the device at once: see docs/runtime.md.
+control request are in the device at once: see docs/runtime.md.  (Pacing is for the UART
+link, whose width is 1: :func:`paced_bytes` counts unpadded frames.)
 """
 
 import binascii
@@ -33,7 +42,8 @@ import time
 import zlib
 from collections import deque
 
-from ..rtl.link.protocol import HEADER_BYTES, MAGIC, TRAILER_BYTES, Opcode, Status
+from ..rtl.link.protocol import (HEADER_BYTES, LINK_WIDTHS, MAGIC, MAX_LENGTH, TRAILER_BYTES,
+                                 Opcode, Status, header_beats, header_fields, trailer_beats)
 from .transport import LinkTimeout
 
 __all__ = ["FrameLink", "BARRIER_TAG", "DATA_OPCODES", "paced_bytes"]
@@ -54,14 +64,15 @@ def paced_bytes(max_payload, barrier_resends=2, control_payload=7):
     return (max_payload + framing + (1 + barrier_resends) * (framing + 4)
             + framing + control_payload)
 
-_FIELDS = struct.Struct("<BBHI")
 _HEADER = struct.Struct("<2sBBHIH")
 _TRAILER = struct.Struct("<I")
+_ZEROS = bytes(max(LINK_WIDTHS))
 
 
 class FrameLink:
     def __init__(self, transport, on_frame, max_reply=1 << 20, verify=None,
-                 buffer_bytes=4 << 20, pace=None, barrier_retry=1.0, barrier_resends=2):
+                 buffer_bytes=4 << 20, pace=None, barrier_retry=1.0, barrier_resends=2,
+                 link_bytes=1):
         self.transport = transport
         self.on_frame = on_frame
         self.max_reply = max_reply
@@ -79,28 +90,57 @@ class FrameLink:
         self.buffer = bytearray(max(buffer_bytes, 2 * (max_reply + HEADER_BYTES + 64)))
         self.view = memoryview(self.buffer)
         self.start = self.end = 0               # unparsed bytes: buffer[start:end]
+        # where buffer[0] sits in the received stream (mod 64, which every width divides):
+        # beats are counted from the stream's first byte
+        self._origin = 0
+        self.link_bytes = link_bytes
         self.bad_headers = self.bad_payloads = self.dropped_bytes = 0
         self.bytes_in = self.bytes_out = 0
         self.last_input = self.last_activity = time.monotonic()
 
+    @property
+    def link_bytes(self):
+        """The link width W (bytes per clock): the beat the frames' sections are padded to."""
+        return self._width
+
+    @link_bytes.setter
+    def link_bytes(self, width):
+        # settable after construction: a board's width is known only from its transport or
+        # its registers, which are read through this link
+        if width not in LINK_WIDTHS:
+            raise ValueError(f"link_bytes must be one of {LINK_WIDTHS}, not {width}")
+        self._width = width
+        self._header_span = header_beats(width) * width         # header section, padded
+        self._header_pad = bytes(self._header_span - HEADER_BYTES)
+        self._trailer_pad = bytes(trailer_beats(width) * width - TRAILER_BYTES)
+        self._trailer_span = TRAILER_BYTES + len(self._trailer_pad)
+
     # ---- sending --------------------------------------------------------------------------
-    def queue(self, opcode, tag, payload=b"", status=0):
-        """Queue one frame (its payload is not copied)."""
-        parts = self._frame(opcode, tag, payload, status)
+    def queue(self, opcode, tag, payload=b"", status=0, seq=0):
+        """Queue one frame (its payload is not copied); ``seq``: its number within its tag
+        (a file's chunks count 0, 1, 2, ...)."""
+        parts = self._frame(opcode, tag, payload, status, seq)
         if not self.pace:
             self.outgoing.extend(parts)
             return
         self.waiting.append((opcode in DATA_OPCODES, parts))
         self._release()
 
-    @staticmethod
-    def _frame(opcode, tag, payload, status):
-        fields = _FIELDS.pack(opcode, status, tag, len(payload))
+    def _frame(self, opcode, tag, payload, status, seq=0):
+        """One frame as memoryviews: header (and its pad), the payload itself (not copied),
+        the payload's zero pad to a whole beat, the CRC-32 of both (and its pad)."""
+        fields = header_fields(opcode, status, tag, len(payload), seq)
         hcrc = binascii.crc_hqx(fields, 0xFFFF).to_bytes(2, "little")
-        parts = [memoryview(MAGIC + fields + hcrc)]
+        parts = [memoryview(MAGIC + fields + hcrc + self._header_pad)]
+        crc = 0
         if len(payload):
             parts.append(memoryview(payload))
-        parts.append(memoryview(_TRAILER.pack(zlib.crc32(payload))))
+            crc = zlib.crc32(payload)
+        pad = -len(payload) % self._width
+        if pad:
+            parts.append(memoryview(_ZEROS[:pad]))
+            crc = zlib.crc32(_ZEROS[:pad], crc)
+        parts.append(memoryview(_TRAILER.pack(crc) + self._trailer_pad))
         return parts
 
     def _release(self):
@@ -230,47 +270,72 @@ class FrameLink:
         live = self.end - self.start
         if self.start:
             self.buffer[:live] = self.buffer[self.start:self.end]
+            self._origin = (self._origin + self.start) & 63
         self.start, self.end = 0, live
+
+    def _hunt(self, start, end):
+        """The next beat-aligned magic in buffer[start:end] (``start`` is aligned), or -1."""
+        buf, w = self.buffer, self._width
+        found = buf.find(MAGIC, start, end)
+        while found >= 0 and (found - start) % w:
+            found = buf.find(MAGIC, found + w - (found - start) % w, end)
+        return found
 
     def _parse(self):
         buf, view = self.buffer, self.view
+        w, span, tail = self._width, self._header_span, self._trailer_span
+        if w > 1:
+            # ``start`` stays on a beat boundary (every step below is whole beats); only a
+            # width set while bytes were waiting can leave it inside a beat
+            skew = (self._origin + self.start) % w
+            if skew:
+                skip = min(w - skew, self.end - self.start)
+                self.dropped_bytes += skip
+                self.start += skip
         while True:
             start, end = self.start, self.end
-            if end - start < HEADER_BYTES:
+            if end - start < span:              # the header section, pad included
                 break
             if buf[start] != 0x5A or buf[start + 1] != 0xA5:
-                found = buf.find(MAGIC, start, end)
+                found = buf.find(MAGIC, start, end) if w == 1 else self._hunt(start, end)
                 if found < 0:
-                    keep = 1 if buf[end - 1] == 0x5A else 0
-                    self.dropped_bytes += end - start - keep
-                    self.start = end - keep
+                    if w == 1:      # a last 0x5A may be the first byte of a magic
+                        rest = 1 if buf[end - 1] == 0x5A else 0
+                    else:           # a partial last beat is looked at again when it is whole
+                        rest = (end - start) % w
+                    self.dropped_bytes += end - start - rest
+                    self.start = end - rest
                     break
                 self.dropped_bytes += found - start
                 self.start = start = found
-                if end - start < HEADER_BYTES:
+                if end - start < span:
                     break
-            _, opcode, status, tag, length, hcrc = _HEADER.unpack_from(buf, start)
+            _, opcode, status, tag, word, hcrc = _HEADER.unpack_from(buf, start)
+            length, seq = word & MAX_LENGTH, word >> 24
             if binascii.crc_hqx(view[start + 2:start + 10], 0xFFFF) != hcrc \
                     or length > self.max_reply:
                 self.bad_headers += 1
-                self.dropped_bytes += 1
-                self.start = start + 1
+                self.dropped_bytes += w
+                self.start = start + w          # hunt again from the next beat
                 continue
-            total = HEADER_BYTES + length + TRAILER_BYTES
+            padded = length + (-length % w)
+            total = span + padded + tail
             if end - start < total:
                 if start + total > len(buf):
                     self._compact()
                 break
-            payload = view[start + HEADER_BYTES:start + HEADER_BYTES + length]
+            at = start + span
+            payload = view[at:at + length]
             if self.verify:
-                (crc,) = _TRAILER.unpack_from(buf, start + HEADER_BYTES + length)
-                if zlib.crc32(payload) != crc:
+                (crc,) = _TRAILER.unpack_from(buf, at + padded)
+                if zlib.crc32(view[at:at + padded] if padded != length else payload) != crc:
                     self.bad_payloads += 1
                     status = Status.BAD_CRC
             self.start = start + total
             if tag == BARRIER_TAG:
                 self._on_barrier(opcode, status, payload)
             else:
-                self.on_frame(opcode, status, tag, payload)
+                self.on_frame(opcode, status, tag, payload, seq)
         if self.start == self.end:
+            self._origin = (self._origin + self.end) & 63
             self.start = self.end = 0

@@ -9,8 +9,9 @@ read stops reading requests).  The same classes reach a board and the simulated 
 * :class:`SerialTransport` ``serial:PORT[@BAUD]`` — pyserial (a UART board, or the
   simulated board's pseudo-terminal);
 * :class:`XdmaTransport` ``xdma:PATH`` — the XDMA driver's ``PATH_h2c_0`` (host to card) and
-  ``PATH_c2h_0`` (card to host) files; the simulated board offers the same two names as
-  named pipes.
+  ``PATH_c2h_0`` (card to host) files, which block and cannot be polled: a reader and a
+  writer thread make the calls; the simulated board offers the same two names as named
+  pipes.
 
 ``reliable`` says whether the link below already guarantees the bytes (TCP, PCIe's link
 CRC): the host then skips the CRC-32 of reply payloads, which would cost more CPU than the
@@ -153,10 +154,21 @@ class SerialTransport(Transport):
 
 
 class XdmaTransport(Transport):
+    """Xilinx XDMA's stream devices, with the driver's semantics: ``PATH_h2c_0`` and
+    ``PATH_c2h_0`` implement no poll, and their reads and writes block (a read returns at
+    most what was asked, once the card has sent something).  So a reader thread and a writer
+    thread make the blocking calls, and ``send``/``recv_into``/``wait`` work on their queues:
+    the link code above stays the one every transport has.  The writer holds at most
+    ``queue_bytes`` not yet written (``send`` takes less when it is full: the device's flow
+    control reaches the host).  A thread blocked in a read when the transport closes ends
+    when the device side closes (the driver's read cannot be interrupted)."""
     reliable = True
     flow_control = True
+    READ_CHUNK = 1 << 20
 
-    def __init__(self, path):
+    def __init__(self, path, queue_bytes=4 << 20):
+        import threading
+        from collections import deque
         self.name = f"xdma:{path}"
         self.rfd = self.wfd = -1
         h2c, c2h = f"{path}_h2c_0", f"{path}_c2h_0"
@@ -166,22 +178,136 @@ class XdmaTransport(Transport):
                                         "(is the XDMA driver loaded, or the simulated board "
                                         "running with --link fifo?)")
         try:
+            # (O_NONBLOCK only to open: a named pipe with nothing at the other end does not
+            # make the open hang; the driver's files ignore it)
             self.wfd = os.open(h2c, os.O_WRONLY | os.O_NONBLOCK)
             self.rfd = os.open(c2h, os.O_RDONLY | os.O_NONBLOCK)
+            os.set_blocking(self.wfd, True)
+            os.set_blocking(self.rfd, True)
         except OSError as exc:
             self.close()
             raise DeviceUnreachable(f"cannot open {self.name}: {exc.strerror} "
                                     "(nothing serves the other end)") from exc
+        self.queue_bytes = queue_bytes
+        self._cond = threading.Condition()
+        self._rx, self._tx = deque(), deque()
+        self._tx_bytes = 0
+        self._error = None
+        self._closed = False
+        self._threads = [threading.Thread(target=f, name=f"{self.name} {f.__name__}",
+                                          daemon=True) for f in (self._reader, self._writer)]
+        for t in self._threads:
+            t.start()
+
+    def _fail(self, error):
+        with self._cond:
+            self._error = self._error or error
+            self._cond.notify_all()
+
+    def _reader(self):
+        rfd = self.rfd
+        while not self._closed:
+            try:
+                data = os.read(rfd, self.READ_CHUNK)        # blocks; at most what was asked
+            except OSError as exc:
+                return self._fail(f"the link closed while reading ({exc.strerror})")
+            if not data:
+                return self._fail("the device closed the link")
+            with self._cond:
+                self._rx.append(memoryview(data))
+                self._cond.notify_all()
+
+    def _writer(self):
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._tx or self._closed)
+                if self._closed:
+                    return
+                chunk = self._tx[0]
+            try:
+                while chunk:                                  # blocks while the card is full
+                    chunk = chunk[os.write(self.wfd, chunk):]
+            except OSError as exc:
+                return self._fail(f"the link closed while writing ({exc.strerror})")
+            with self._cond:
+                self._tx_bytes -= len(self._tx.popleft())
+                self._cond.notify_all()
+
+    def send(self, data):
+        with self._cond:
+            if self._error:
+                raise DeviceGone(f"{self.name}: {self._error}")
+            n = min(len(data), self.queue_bytes - self._tx_bytes)
+            if n <= 0:
+                return 0
+            self._tx.append(bytes(data[:n]))
+            self._tx_bytes += n
+            self._cond.notify_all()
+            return n
+
+    def recv_into(self, buffer):
+        with self._cond:
+            n, room = 0, len(buffer)
+            while self._rx and n < room:
+                head = self._rx[0]
+                k = min(len(head), room - n)
+                buffer[n:n + k] = head[:k]
+                n += k
+                if k == len(head):
+                    self._rx.popleft()
+                else:
+                    self._rx[0] = head[k:]
+            if not n and self._error:
+                raise DeviceGone(f"{self.name}: {self._error}")
+            return n
+
+    def wait(self, want_write, timeout):
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._rx or self._error or (want_write and self._tx_bytes
+                                                    < self.queue_bytes), max(0.0, timeout))
 
     def close(self):
+        cond = getattr(self, "_cond", None)
+        if cond is not None:
+            with cond:
+                self._closed = True
+                cond.notify_all()
         for fd in (self.rfd, self.wfd):
             if fd >= 0:
-                os.close(fd)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         self.rfd = self.wfd = -1
 
 
+def split_options(spec):
+    """``(device, options)`` of a device string with options after ``?``
+    (``tcp:127.0.0.1:5000?link_bytes=32``: a wide link's width, which the host must know
+    before its first frame)."""
+    device, _, query = str(spec).partition("?")
+    options = {}
+    for item in filter(None, query.split("&")):
+        key, _, value = item.partition("=")
+        if key != "link_bytes" or not value.isdigit():
+            raise ValueError(f"unknown device option {item!r} in {spec!r}: use link_bytes=N")
+        options[key] = int(value)
+    return device, options
+
+
 def open_transport(spec, timeout=10.0):
-    """A transport for ``tcp:HOST:PORT``, ``serial:PORT[@BAUD]`` or ``xdma:PATH``."""
+    """A transport for ``tcp:HOST:PORT``, ``serial:PORT[@BAUD]``, ``xdma:PATH`` or
+    ``dma:PATH``, each with an optional ``?link_bytes=N`` (its ``link_bytes``; default 1)."""
+    device, options = split_options(spec)
+    transport = _open(device, timeout)
+    transport.link_bytes = options.get("link_bytes", 1)
+    if options:
+        transport.name += f"?link_bytes={transport.link_bytes}"
+    return transport
+
+
+def _open(spec, timeout):
     kind, _, rest = str(spec).partition(":")
     if kind == "tcp" and rest.count(":") == 1:
         host, port = rest.split(":")

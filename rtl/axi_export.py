@@ -1,10 +1,13 @@
 """The accelerator with AXI ports: a vendor-neutral IP for PCIe shells (docs/axi-export.md).
 
 A PCIe DMA engine such as Xilinx XDMA moves the host's bytes as AXI4-Stream and maps a BAR
-as AXI4-Lite.  The link's frames are self-delimiting, so the streams carry them as they are:
-``s_axis`` (host to card) feeds the link, ``TLAST`` there is ignored; ``m_axis`` (card to
-host) marks the last byte of every frame with ``TLAST``, so that a DMA read returns whole
-frames.  ``s_axil`` reads the same register file as the link's ``READ_REGS`` and takes the
+as AXI4-Lite.  The streams are ``link_bytes`` (W) bytes wide (8 to 512 bits: XDMA's 64- to
+512-bit streams connect without a width converter), and the link's frames, padded to whole
+beats (dlforge.rtl.link.protocol), are self-delimiting, so the streams carry them as they
+are: ``s_axis`` (host to card) feeds the link, ``TLAST`` and ``TKEEP`` there are ignored (the
+host writes whole padded frames, so every beat is full); ``m_axis`` (card to host) marks the
+last beat of every frame with ``TLAST`` and keeps every byte (``TKEEP`` all ones: the padding
+is part of the frame), so that a DMA read returns whole frames.  ``s_axil`` reads the same register file as the link's ``READ_REGS`` and takes the
 ``RESET`` write, for a driver or a monitor that does not own the stream.
 
 Port names flatten to ``s_axis__tdata``, ``s_axil__awaddr`` and so on; ``aclk`` and
@@ -17,20 +20,19 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .link.control import REGISTERS
-from .link.protocol import HEADER_BYTES, MAX_PAYLOAD, TRAILER_BYTES, Register
+from .link.protocol import MAX_PAYLOAD, Register, header_beats, trailer_beats
 from .top import AcceleratorTop
 
 __all__ = ["AxiAccelerator", "axi_stream_signature", "axi_lite_signature", "OKAY", "SLVERR"]
 
 OKAY = 0b00
 SLVERR = 0b10
-LENGTH_AT = 6                       # the frame header's uint32 length: bytes 6..9
 
 
 def axi_stream_signature(data_width=8):
     """AXI4-Stream, seen from the master (``TREADY`` the only signal flowing back)."""
-    return wiring.Signature({"tdata": Out(data_width), "tvalid": Out(1), "tready": In(1),
-                             "tlast": Out(1)})
+    return wiring.Signature({"tdata": Out(data_width), "tkeep": Out(data_width // 8),
+                             "tvalid": Out(1), "tready": In(1), "tlast": Out(1)})
 
 
 def axi_lite_signature(addr_width=8, data_width=32):
@@ -55,24 +57,27 @@ class AxiAccelerator(wiring.Component):
     """
 
     def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD, *,
-                 conv=None, reply_payload=None, input_fifo_depth=64, addr_width=8):
+                 conv=None, reply_payload=None, input_fifo_bytes=None, addr_width=8,
+                 link_bytes=1):
         if not 8 <= addr_width <= 32:
             self._MustUse__silence = True
             raise ValueError(f"addr_width must be 8 to 32 (64 registers of 4 bytes), "
                              f"not {addr_width}")
         try:
+            fifo = max(64, 2 * link_bytes) if input_fifo_bytes is None else input_fifo_bytes
             self.accelerator = AcceleratorTop(cores, max_width, max_height, max_payload,
-                                              input_fifo_depth=input_fifo_depth, conv=conv,
-                                              reply_payload=reply_payload, register_port=True)
+                                              input_fifo_bytes=fifo, conv=conv,
+                                              reply_payload=reply_payload, register_port=True,
+                                              link_bytes=link_bytes)
         except ValueError:
             self._MustUse__silence = True
             raise
-        self.addr_width = addr_width
+        self.addr_width, self.link_bytes = addr_width, link_bytes
         super().__init__({
             "aclk": In(1),
             "aresetn": In(1),
-            "s_axis": In(axi_stream_signature(8)),
-            "m_axis": Out(axi_stream_signature(8)),
+            "s_axis": In(axi_stream_signature(8 * link_bytes)),
+            "m_axis": Out(axi_stream_signature(8 * link_bytes)),
             "s_axil": In(axi_lite_signature(addr_width, 32)),
         })
 
@@ -89,22 +94,27 @@ class AxiAccelerator(wiring.Component):
                      rx.tready.eq(top.i.ready),
                      tx.tdata.eq(top.o.payload), tx.tvalid.eq(top.o.valid),
                      top.o.ready.eq(tx.tready)]
-        # TLAST follows the outgoing frame: a header byte index, then a down-counter over
-        # payload and CRC-32 (compared with constants only: short paths).
-        header_at = Signal(range(HEADER_BYTES))
+        m.d.comb += tx.tkeep.eq(-1)
+        # TLAST follows the outgoing frame: its header beats (the length is in bytes 6..8),
+        # then a down-counter over payload and CRC beats (compared with constants only).
+        w = self.link_bytes
+        shift = (w - 1).bit_length()
+        hb, tb = header_beats(w), trailer_beats(w)
+        header = Signal(8 * w * hb)
+        header_at = Signal(range(max(hb, 2)))
         in_body = Signal()
-        length = Signal(32)
         left = Signal(33)
         sent = tx.tvalid & tx.tready
         with m.If(~in_body):
             with m.If(sent):
-                m.d.sync += header_at.eq(header_at + 1)
-                for k in range(4):
-                    with m.If(header_at == LENGTH_AT + k):
-                        m.d.sync += length.word_select(k, 8).eq(tx.tdata)
-                with m.If(header_at == HEADER_BYTES - 1):
+                seen = Signal(8 * w * hb)
+                m.d.comb += seen.eq(header)
+                m.d.comb += seen.word_select(header_at, 8 * w).eq(tx.tdata)
+                m.d.sync += [header.eq(seen), header_at.eq(header_at + 1)]
+                with m.If(header_at == hb - 1):
+                    length = seen[48:72]
                     m.d.sync += [header_at.eq(0), in_body.eq(1),
-                                 left.eq(length + TRAILER_BYTES)]
+                                 left.eq(((length + w - 1) >> shift) + tb)]
         with m.Else():
             m.d.comb += tx.tlast.eq(left == 1)
             with m.If(sent):

@@ -1,14 +1,17 @@
-"""The accelerator top: one byte-stream host link, JPEG decoder cores and (optionally) the
-convolution engine behind it.
+"""The accelerator top: one host link of ``link_bytes`` (W) bytes a clock each way, JPEG
+decoder cores and (optionally) the convolution engine behind it.
 
-Link bytes -> :class:`~dlforge.rtl.link.control.LinkControl` (frames checked before anything
+Link beats -> :class:`~dlforge.rtl.link.control.LinkControl` (frames checked before anything
 acts; pings, registers and error frames answered there) -> ``JPEG_DATA``/``JPEG_END`` frames
-to the decoder cores, a file to each core in turn -> each core's results as reply frames
-(:class:`~dlforge.rtl.link.jpeg_reply.JpegReplier`) -> interleaved a frame at a time back onto
-the link.  A file's frames are sent back to back (one tag per file; bit 0 of the request's
-status byte asks for fast upsampling); files for different cores decode at the same time.
+into the input FIFO of the core the request names (bits 4..7 of its status byte; bit 0 asks
+for fast upsampling), at W bytes a clock; each core takes 4 bytes a clock from its FIFO ->
+each core's results as reply frames (:class:`~dlforge.rtl.link.jpeg_reply.JpegReplier`, W
+bytes a beat) -> interleaved a frame at a time back onto the link.  Frames of files for
+different cores may interleave on the link; the host keeps each core's bytes in flight within
+its FIFO (``Register.INPUT_FIFO``), so that no core's full FIFO holds the link up for the
+others.
 ``CONV_WORDS`` frames carry the engine's link words; its results come back as ``CONV_WORDS``
-frames (:mod:`~dlforge.rtl.link.conv_link`).  Register values:
+frames (:mod:`~dlforge.rtl.link.conv_link`), the words taken straight from the link beats.  Register values:
 :class:`~dlforge.rtl.link.protocol.Register`, the engine's counters included.
 """
 
@@ -19,26 +22,83 @@ from amaranth.lib.wiring import In, Out
 
 from .conv.engine import ConvEngine
 from .jpeg.core import JpegCore
+from amaranth import Array, Const, Mux
+from amaranth.lib import data
+
 from .jpeg.packets import input_layout
 from .link.control import LinkControl
-from .link.conv_link import ConvReplier, WordPacker
+from .link.conv_link import ConvReplier, WordRegroup
 from .link.jpeg_reply import TAG_BITS, JpegReplier
-from .link.protocol import MAX_CORES, MAX_PAYLOAD, VERSION, Opcode, Register
+from .link.protocol import (CORE_SHIFT, LINK_WIDTHS, MAX_CORES, MAX_PAYLOAD, VERSION, Opcode,
+                            Register, Status, array_word)
 
-__all__ = ["AcceleratorTop"]
+__all__ = ["AcceleratorTop", "CoreFeed"]
+
+
+def _fifo_entry(w):
+    return data.StructLayout({"data": 8 * w, "bytes": range(w + 1), "last": 1, "fast": 1,
+                              "tag": TAG_BITS})
+
+
+class CoreFeed(wiring.Component):
+    """One core's input: W-byte link beats queued (a W-wide FIFO, filled at link speed),
+    then taken apart into the core's 4-byte beats (W = 1: the core's byte beats)."""
+
+    def __init__(self, link_bytes, depth):
+        self.link_bytes, self.depth = link_bytes, depth
+        self.core_bytes = 1 if link_bytes == 1 else 4
+        super().__init__({"i": In(stream.Signature(_fifo_entry(link_bytes))),
+                          "o": Out(stream.Signature(input_layout(self.core_bytes, TAG_BITS)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        w, cb = self.link_bytes, self.core_bytes
+        entry = _fifo_entry(w)
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=entry.size, depth=self.depth)
+        m.d.comb += [fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
+                     self.i.ready.eq(fifo.w_rdy)]
+        head = entry(fifo.r_data)
+        pieces = w // cb
+        k = Signal(range(max(pieces, 2)))
+        taken = Signal(range(w + 1))           # bytes of the head before piece k
+        m.d.comb += taken.eq(k * cb)
+        remaining = head.bytes - taken
+        final = remaining <= cb
+        out = self.o.payload
+        m.d.comb += [self.o.valid.eq(fifo.r_rdy),
+                     out.data.eq(head.data.word_select(k, 8 * cb) if pieces > 1 else head.data),
+                     out.keep.eq(Mux(final, remaining, cb)),
+                     out.last.eq(head.last & final), out.fast.eq(head.fast),
+                     out.tag.eq(head.tag)]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += k.eq(k + 1)
+            with m.If(final):
+                m.d.comb += fifo.r_en.eq(1)
+                m.d.sync += k.eq(0)
+        return m
 
 
 class AcceleratorTop(wiring.Component):
     def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD,
-                 input_fifo_depth=64, conv=None, reply_payload=None, register_port=False):
+                 input_fifo_bytes=64, conv=None, reply_payload=None, register_port=False,
+                 link_bytes=1):
         # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
         # the link's control plane, to bring up a board's link)
+        problem = None
         if not 0 <= cores <= MAX_CORES:
+            problem = f"cores must be 0 to {MAX_CORES}, not {cores}"
+        elif link_bytes not in LINK_WIDTHS:
+            problem = f"link_bytes must be one of {LINK_WIDTHS}, not {link_bytes}"
+        elif input_fifo_bytes % link_bytes or input_fifo_bytes < 2 * link_bytes:
+            problem = (f"input_fifo_bytes ({input_fifo_bytes}) must be a multiple of "
+                       f"link_bytes ({link_bytes}), at least two beats")
+        if problem:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
-            raise ValueError(f"cores must be 0 to {MAX_CORES}, not {cores}")
+            raise ValueError(problem)
         self.conv = conv                    # an EngineConfig, or None for no engine
         self.n_cores, self.max_width, self.max_height = cores, max_width, max_height
-        self.max_payload, self.input_fifo_depth = max_payload, input_fifo_depth
+        self.max_payload, self.input_fifo_bytes = max_payload, input_fifo_bytes
+        self.link_bytes = link_bytes
         # Replies may use larger frames than requests (a reply buffer per core instead of the
         # receiver's two slots): fewer frames per image for the host to handle.
         self.reply_payload = max_payload if reply_payload is None else reply_payload
@@ -47,20 +107,42 @@ class AcceleratorTop(wiring.Component):
         # combinationally), ``reg_reset`` does what writing 1 to Register.RESET does.  Off,
         # the ports are exactly ``i`` and ``o`` (other tops and cached simulator builds).
         self.register_port = register_port
-        members = {"i": In(stream.Signature(8)), "o": Out(stream.Signature(8))}
+        members = {"i": In(stream.Signature(8 * link_bytes)),
+                   "o": Out(stream.Signature(8 * link_bytes))}
         if register_port:
             members |= {"reg_addr": In(6), "reg_data": Out(32), "reg_reset": In(1)}
         super().__init__(members)
 
+    def constant_registers(self):
+        """The registers that hold a constant of this configuration ({Register: value}):
+        what the host reads to learn the device, and what an AXI manifest lists."""
+        values = {Register.VERSION: VERSION, Register.CORES: self.n_cores,
+                  Register.MAX_WIDTH: self.max_width, Register.MAX_HEIGHT: self.max_height,
+                  Register.MAX_PAYLOAD: self.max_payload,
+                  Register.REPLY_PAYLOAD: self.reply_payload,
+                  Register.LINK_WIDTH: self.link_bytes,
+                  Register.INPUT_FIFO: self.input_fifo_bytes if self.n_cores else 0,
+                  Register.ARRAY: 0, Register.LINK_BYTES: 0}
+        if self.conv:
+            c = self.conv
+            values |= {Register.ARRAY: array_word(c), Register.LINK_BYTES: c.link_bytes,
+                       Register.CONV_WEIGHT_DEPTH: c.weight_depth,
+                       Register.CONV_INPUT_DEPTH: c.input_depth,
+                       Register.CONV_PSUM_DEPTH: c.psum_depth,
+                       Register.CONV_MAX_REDUCTION: c.max_reduction}
+        return values
+
     def elaborate(self, platform):
         m = Module()
-        n = self.n_cores
+        n, w = self.n_cores, self.link_bytes
+        shift = (w - 1).bit_length()
         # With no decoder cores (a small FPGA holding only the engine) JPEG frames are unknown
         # opcodes: refused with an ERROR frame like any other.
         opcodes = ([Opcode.JPEG_DATA, Opcode.JPEG_END] if n else []) \
             + ([Opcode.CONV_WORDS] if self.conv else [])
         m.submodules.control = control = LinkControl(data_opcodes=opcodes,
-                                                     max_payload=self.max_payload)
+                                                     max_payload=self.max_payload,
+                                                     link_bytes=w)
         wiring.connect(m, wiring.flipped(self.i), control.i)
         wiring.connect(m, control.o, wiring.flipped(self.o))
         reset = control.reset               # what resets the cores and the engine
@@ -68,90 +150,120 @@ class AcceleratorTop(wiring.Component):
             reset = Signal()
             m.d.comb += reset.eq(control.reset | self.reg_reset)
 
-        layout = input_layout(1, TAG_BITS)
-        cores, fifos, repliers = [], [], []
+        cores, feeds, repliers = [], [], []
         for k in range(n):
-            core = JpegCore(self.max_width, self.max_height, 1, TAG_BITS)
+            feed = CoreFeed(w, self.input_fifo_bytes // w)
+            core = JpegCore(self.max_width, self.max_height, feed.core_bytes, TAG_BITS)
             m.submodules[f"core{k}"] = ResetInserter(reset)(core)
-            fifo = SyncFIFOBuffered(width=layout.size, depth=self.input_fifo_depth)
-            m.submodules[f"fifo{k}"] = fifo
-            replier = JpegReplier(self.reply_payload)
+            m.submodules[f"feed{k}"] = ResetInserter(reset)(feed)
+            replier = JpegReplier(self.reply_payload, w)
             m.submodules[f"reply{k}"] = replier
-            m.d.comb += [core.i.payload.eq(fifo.r_data), core.i.valid.eq(fifo.r_rdy),
-                         fifo.r_en.eq(core.i.ready)]
+            wiring.connect(m, feed.o, core.i)
             wiring.connect(m, core.o, replier.i)
             cores.append(core)
-            fifos.append(fifo)
+            feeds.append(feed)
             repliers.append(replier)
 
-        # ---- Requests: each file's bytes to one core, the next file to the next core ----------
+        # ---- Requests: each file's beats to the core it names ------------------------------
         beat = control.data.payload
         h = beat.header
-        index = range(max(n, 2))                # (a one-bit index with one core: no 0-bit wires)
-        file_core = Signal(index)
-        to_core = layout(Signal(layout.size))
-        m.d.comb += [to_core.data.eq(beat.data), to_core.keep.eq(1),
-                     to_core.last.eq((h.opcode == Opcode.JPEG_END) & beat.last),
-                     to_core.fast.eq(h.status[0]), to_core.tag.eq(h.tag)]
         empty = h.length == 0
         is_conv = h.opcode == Opcode.CONV_WORDS
+        rest = h.length[:shift] if w > 1 else 0
+        # A frame whose header was destroyed vanishes in the receiver: each core checks that
+        # its files' frames come numbered 0, 1, 2, ... (a closer is taken whatever its number)
+        # and refuses the first frame after a gap (Status.GAP), which the host answers by
+        # resubmitting.  The frame itself goes on: the host voids the files around it.
+        first = Signal(init=1)              # the next data beat starts a frame
+        hold = Signal()                     # a refusal waits to be taken: hold the frame
+        go = Signal()
+        m.d.comb += go.eq(control.data.valid & ~hold)
+        with m.If(control.data.valid & control.data.ready):
+            m.d.sync += first.eq(beat.last)
         with m.If(empty):
             m.d.comb += control.data.ready.eq(1)             # nothing to hand on
-        for k, fifo in enumerate(fifos):
-            m.d.comb += fifo.w_data.eq(to_core)
-            with m.If((file_core == k) & ~empty & ~is_conv):
-                m.d.comb += [fifo.w_en.eq(control.data.valid), control.data.ready.eq(fifo.w_rdy)]
+        if n:
+            core_index = h.status[CORE_SHIFT:CORE_SHIFT + 4]
+            target = Signal(range(max(n, 2)))
+            m.d.comb += target.eq(Mux(core_index >= n - 1, n - 1, core_index) if n > 1 else 0)
+            expected = Array(Signal(8, name=f"expect{k}") for k in range(n))
+            is_jpeg = (h.opcode == Opcode.JPEG_DATA) | (h.opcode == Opcode.JPEG_END)
+            gap = first & is_jpeg & ~h.status[1] & (h.seq != expected[target])
+            refuse = control.refuse
+            m.d.comb += hold.eq(gap & refuse.valid)
+            with m.If(refuse.valid & refuse.ready):
+                m.d.sync += refuse.valid.eq(0)
+            with m.If(control.data.valid & control.data.ready & first & is_jpeg):
+                m.d.sync += expected[target].eq(Mux(h.opcode == Opcode.JPEG_END, 0, h.seq + 1))
+                with m.If(gap):
+                    m.d.sync += [refuse.valid.eq(1), refuse.payload.status.eq(Status.GAP),
+                                 refuse.payload.opcode.eq(h.opcode),
+                                 refuse.payload.tag.eq(h.tag)]
+            entry = _fifo_entry(w)
+            to_core = entry(Signal(entry.size))
+            m.d.comb += [to_core.data.eq(beat.data),
+                         to_core.bytes.eq(Mux(beat.last & (rest != 0), rest, w)),
+                         to_core.last.eq((h.opcode == Opcode.JPEG_END) & beat.last),
+                         to_core.fast.eq(h.status[0]), to_core.tag.eq(h.tag)]
+            for k, feed in enumerate(feeds):
+                m.d.comb += feed.i.payload.eq(to_core)
+                # (a core the device does not have: the last one takes the file)
+                mine = (core_index == k) if k < n - 1 else \
+                    (core_index >= k) if k else Const(1)
+                with m.If(mine & ~empty & ~is_conv):
+                    m.d.comb += [feed.i.valid.eq(go), control.data.ready.eq(feed.i.ready & ~hold)]
         if self.conv:
-            engine = ConvEngine(self.conv)
+            cfg = self.conv
+            engine = ConvEngine(cfg)
             m.submodules.engine = ResetInserter(reset)(engine)
-            m.submodules.packer = packer = WordPacker(self.conv.link_bytes)
-            m.submodules.conv_reply = conv_reply = ConvReplier(self.conv.link_bytes,
-                                                                self.reply_payload)
-            wiring.connect(m, packer.o, engine.i)
+            m.submodules.regroup = regroup = WordRegroup(w, cfg.link_bytes)
+            m.submodules.conv_reply = conv_reply = ConvReplier(cfg.link_bytes,
+                                                                self.reply_payload, w)
+            wiring.connect(m, regroup.o, engine.i)
             wiring.connect(m, engine.o, conv_reply.i)
-            m.d.comb += packer.i.payload.eq(beat.data)
+            per = max(w // cfg.link_bytes, 1)
+            if per > 1:
+                m.d.comb += regroup.words.eq(Mux(beat.last & (rest != 0),
+                                                 rest >> (cfg.link_bytes.bit_length() - 1), per))
+            m.d.comb += regroup.i.payload.eq(beat.data)
             with m.If(is_conv & ~empty):
-                m.d.comb += [packer.i.valid.eq(control.data.valid),
-                             control.data.ready.eq(packer.i.ready)]
+                m.d.comb += [regroup.i.valid.eq(control.data.valid),
+                             control.data.ready.eq(regroup.i.ready)]
             with m.If(control.data.valid & is_conv):
                 m.d.sync += conv_reply.tag.eq(h.tag)
-        if n:
-            with m.If(control.data.valid & control.data.ready & beat.last
-                      & (h.opcode == Opcode.JPEG_END)):
-                m.d.sync += file_core.eq(0 if n == 1 else (file_core + 1) % n)
 
         # ---- Replies: a whole frame of one core (or the engine) at a time ----------------------
         if self.conv:
             repliers = repliers + [conv_reply]
-            n = len(repliers)
-            index = range(max(n, 2))
+        r = len(repliers)
+        index = range(max(r, 2))            # (a one-bit index with one replier: no 0-bit wires)
         owner = Signal(index)
         replying = Signal()
-        left = Signal(32)
-        after = Signal(index)                # round robin: start looking after the last owner
-        if n == 1:
+        left = Signal(32)                   # payload beats of the frame still to pass
+        after = Signal(index)               # round robin: start looking after the last owner
+        if r == 1:
             choice, pending = Signal(index), repliers[0].header.valid
         else:
             choice = Signal(index)
             pending = Signal()
-            for offset in reversed(range(n)):
+            for offset in reversed(range(r)):
                 k = Signal(index, name=f"candidate{offset}")
-                m.d.comb += k.eq((after + offset) % n)
-                for j, r in enumerate(repliers):
-                    with m.If((k == j) & r.header.valid):
+                m.d.comb += k.eq((after + offset) % r)
+                for j, rp in enumerate(repliers):
+                    with m.If((k == j) & rp.header.valid):
                         m.d.comb += [choice.eq(j), pending.eq(1)]
         with m.If(~replying):
-            for j, r in enumerate(repliers):
+            for j, rp in enumerate(repliers):
                 with m.If(pending & (choice == j)):
-                    wiring.connect(m, r.header, control.reply_header)
+                    wiring.connect(m, rp.header, control.reply_header)
                     with m.If(control.reply_header.ready):
-                        m.d.sync += [owner.eq(j), left.eq(r.header.payload.length),
-                                     replying.eq(r.header.payload.length != 0),
-                                     after.eq((j + 1) % n)]
+                        length = rp.header.payload.length
+                        m.d.sync += [owner.eq(j), left.eq((length + w - 1) >> shift),
+                                     replying.eq(length != 0), after.eq((j + 1) % r)]
         with m.Else():
-            for j, r in enumerate(repliers):
+            for j, rp in enumerate(repliers):
                 with m.If(owner == j):
-                    wiring.connect(m, r.payload, control.reply)
+                    wiring.connect(m, rp.payload, control.reply)
             with m.If(control.reply.valid & control.reply.ready):
                 m.d.sync += left.eq(left - 1)
                 with m.If(left == 1):
@@ -161,30 +273,18 @@ class AcceleratorTop(wiring.Component):
         cycles = Signal(32)
         m.d.sync += cycles.eq(cycles + 1)
         regs = control.regs
-        m.d.comb += [regs[Register.VERSION].eq(VERSION), regs[Register.CORES].eq(self.n_cores),
-                     regs[Register.MAX_WIDTH].eq(self.max_width),
-                     regs[Register.MAX_HEIGHT].eq(self.max_height),
-                     regs[Register.MAX_PAYLOAD].eq(self.max_payload),
-                     regs[Register.REPLY_PAYLOAD].eq(self.reply_payload),
-                     regs[Register.CYCLES].eq(cycles),
+        m.d.comb += [regs[r].eq(v) for r, v in self.constant_registers().items()]
+        m.d.comb += [regs[Register.CYCLES].eq(cycles),
                      regs[Register.CRC_ERRORS].eq(control.crc_errors),
                      regs[Register.HEADER_ERRORS].eq(control.header_errors)]
         for k, core in enumerate(cores):
             m.d.comb += [regs[Register.JPEG_IMAGES + k].eq(core.images),
                          regs[Register.JPEG_ERRORS + k].eq(core.errors)]
         if self.conv:
-            cfg = self.conv
-            m.d.comb += [regs[Register.ARRAY].eq(cfg.rows | cfg.cols << 8 | cfg.simd << 16
-                                                 | cfg.operand_bits << 24),
-                         regs[Register.LINK_BYTES].eq(cfg.link_bytes),
-                         regs[Register.CONV_CYCLES].eq(engine.cycles),
+            m.d.comb += [regs[Register.CONV_CYCLES].eq(engine.cycles),
                          regs[Register.CONV_ARRAY_CYCLES].eq(engine.array_cycles),
                          regs[Register.CONV_TILES].eq(engine.tiles),
-                         regs[Register.CONV_ERROR].eq(engine.error_code),
-                         regs[Register.CONV_WEIGHT_DEPTH].eq(cfg.weight_depth),
-                         regs[Register.CONV_INPUT_DEPTH].eq(cfg.input_depth),
-                         regs[Register.CONV_PSUM_DEPTH].eq(cfg.psum_depth),
-                         regs[Register.CONV_MAX_REDUCTION].eq(cfg.max_reduction)]
+                         regs[Register.CONV_ERROR].eq(engine.error_code)]
         if self.register_port:
             m.d.comb += self.reg_data.eq(regs[self.reg_addr])
         return m

@@ -59,26 +59,28 @@ EXECUTABLE = "sim_board"
 #: the clock edge.  Amaranth's Verilog folds the synchronous reset into the next-state logic
 #: of every register, so ``rst`` as a top-level input put nearly all of the design in the
 #: input region: registered, 1.8 times the cycles per second.  The stream ports go through
-#: two-entry queues (``valid`` and ``ready`` both come from registers, a byte per clock each
+#: two-entry queues (``valid`` and ``ready`` both come from registers, a beat per clock each
 #: way): 8 % more.  The harness (``Vdlforge_top``) sees the same ports; the reset takes effect
 #: a cycle later, and each direction has two cycles more latency.
-WRAPPER = f"""\
+def _stream_wrapper(w):
+    """The wrapper of a link of ``w`` bytes a clock."""
+    top = f"""\
 // The simulated board's top: {TOP_NAME} behind registers on every input (see sim/sim_board.py).
 module {WRAPPER_NAME}(clk, rst, i__valid, i__ready, i__payload, o__valid, o__ready, o__payload);
   input clk;
   input rst;
   input i__valid;
   output i__ready;
-  input [7:0] i__payload;
+  input [{8 * w - 1}:0] i__payload;
   output o__valid;
   input o__ready;
-  output [7:0] o__payload;
+  output [{8 * w - 1}:0] o__payload;
   reg rst_q = 1'b1;
   // two-entry queues each way: the top's inputs all come from registers
-  reg [7:0] in0 = 8'd0, in1 = 8'd0, out0 = 8'd0, out1 = 8'd0;
+  reg [{8 * w - 1}:0] in0 = {8 * w}'d0, in1 = {8 * w}'d0, out0 = {8 * w}'d0, out1 = {8 * w}'d0;
   reg [1:0] in_n = 2'd0, out_n = 2'd0;
   wire t_i_ready, t_o_valid;
-  wire [7:0] t_o_payload;
+  wire [{8 * w - 1}:0] t_o_payload;
   assign i__ready = in_n != 2'd2;
   assign o__valid = out_n != 2'd0;
   assign o__payload = out0;
@@ -114,6 +116,10 @@ module {WRAPPER_NAME}(clk, rst, i__valid, i__ready, i__payload, o__valid, o__rea
            .o__payload(t_o_payload));
 endmodule
 """
+    return top
+
+
+WRAPPER = _stream_wrapper(1)
 
 #: The Verilog top of a UART build (``build_board(uart=N)``): :class:`UartAccelerator`'s pins
 #: (the host link's two wires, and the UART's counters for the statistics), with the reset
@@ -153,8 +159,14 @@ DECODER_TOP_FLAGS = ("--output-split", "0", "--output-split-cfuncs", "0", "-fno-
 #: -O2 (verilated.mk compiles them at -Os otherwise); the constructors stay unoptimised.
 MAKE_FLAGS = ("OPT_FAST=-O3", "OPT_GLOBAL=-O2")
 
-DEFAULTS = {"cores": 1, "conv": True, "max_width": 4096, "max_height": 65535,
-            "max_payload": 16384, "reply_payload": 262144}
+#: The default board models a PCIe card: a 32-byte link (XDMA's 256-bit stream at 250 MHz),
+#: two decoder cores and the engine.  Two cores because the simulator's speed falls with
+#: every core it evaluates each clock (docs/sim-board.md), and two keep the decoded
+#: megapixels per second of wall time above one; ``input_fifo_bytes`` holds a typical photo
+#: per core, so that the host can hand a core its next file while it decodes one.
+DEFAULTS = {"cores": 2, "conv": True, "max_width": 4096, "max_height": 65535,
+            "max_payload": 16384, "reply_payload": 262144, "link_bytes": 32,
+            "input_fifo_bytes": 262144}
 #: What a UART build (``uart=N``) changes: the ULX3S preset's frame sizes and receive FIFO.
 #: The host paces a link without flow control to one request frame (plus its barrier PINGs
 #: and a control request) in the device at a time, so ``rx_fifo`` must hold
@@ -164,12 +176,14 @@ UART_DEFAULTS = {"max_payload": 1024, "reply_payload": 1024, "rx_fifo": 2048}
 
 
 def _wrapper(params):
-    return UART_WRAPPER if params.get("uart") else WRAPPER
+    return UART_WRAPPER if params.get("uart") else _stream_wrapper(params.get("link_bytes", 1))
 
 
 def _flags(params):
     """Verilator's options for this build: a UART build compiles the harness's UART mode."""
     flags = VERILATOR_FLAGS + (DECODER_TOP_FLAGS if not params.get("conv") else ())
+    if params.get("link_bytes", 1) > 1:
+        flags += ("-CFLAGS", f"-DDLFORGE_LINK_BYTES={params['link_bytes']}")
     if params.get("uart"):
         return flags + ("-CFLAGS", f"-DDLFORGE_UART_DIVISOR={params['uart']}",
                         "-CFLAGS", f"-DDLFORGE_BAUD={BAUD}")
@@ -179,12 +193,23 @@ def _flags(params):
 # ---- Building ---------------------------------------------------------------------------------
 
 def _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart=None,
-            rx_fifo=None):
+            rx_fifo=None, link_bytes=None, input_fifo_bytes=None):
     from ..rtl.conv.config import EngineConfig
+    from ..rtl.link.protocol import LINK_WIDTHS
     from ..rtl.link.uart import MIN_DIVISOR
     defaults = UART_DEFAULTS if uart else DEFAULTS
     max_payload = defaults["max_payload"] if max_payload is None else max_payload
     reply_payload = defaults["reply_payload"] if reply_payload is None else reply_payload
+    if uart:
+        if link_bytes not in (None, 1) or input_fifo_bytes is not None:
+            raise ValueError("a UART board's link is a byte wide (no link_bytes, "
+                             "input_fifo_bytes)")
+        link_bytes, input_fifo_bytes = 1, 64
+    link_bytes = DEFAULTS["link_bytes"] if link_bytes is None else int(link_bytes)
+    if link_bytes not in LINK_WIDTHS:
+        raise ValueError(f"link_bytes must be one of {LINK_WIDTHS}, not {link_bytes}")
+    if input_fifo_bytes is None:
+        input_fifo_bytes = DEFAULTS["input_fifo_bytes"] if link_bytes > 1 else 64
     engine = conv if isinstance(conv, EngineConfig) else (EngineConfig() if conv else None)
     if engine is not None and reply_payload % engine.link_bytes:
         raise ValueError(f"reply_payload ({reply_payload}) must be a multiple of the engine's "
@@ -192,7 +217,11 @@ def _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart
     params = {"cores": int(cores), "conv": engine.as_dict() if engine else None,
               "max_width": int(max_width), "max_height": int(max_height),
               "max_payload": int(max_payload), "reply_payload": int(reply_payload)}
-    if uart is None:                    # the byte-stream build: its parameters as they were
+    if link_bytes > 1:                  # (a byte link's parameters as they were)
+        params |= {"link_bytes": link_bytes, "input_fifo_bytes": int(input_fifo_bytes)}
+    elif input_fifo_bytes != 64:
+        params |= {"input_fifo_bytes": int(input_fifo_bytes)}
+    if uart is None:                    # the stream build
         if rx_fifo is not None:
             raise ValueError("rx_fifo is a parameter of a UART build (uart=N)")
         return params
@@ -227,7 +256,9 @@ def _verilog(params):
     else:
         top = AcceleratorTop(params["cores"], params["max_width"], params["max_height"],
                              params["max_payload"], conv=engine,
-                             reply_payload=params["reply_payload"])
+                             reply_payload=params["reply_payload"],
+                             link_bytes=params.get("link_bytes", 1),
+                             input_fifo_bytes=params.get("input_fifo_bytes", 64))
     return verilog.convert(top, name=TOP_NAME, emit_src=False)
 
 
@@ -290,8 +321,9 @@ def board_key(text, env, params=None):
     return h.hexdigest()[:16]
 
 
-def build_board(cores=1, conv=True, max_width=4096, max_height=65535, max_payload=None,
-                reply_payload=None, uart=None, rx_fifo=None):
+def build_board(cores=DEFAULTS["cores"], conv=True, max_width=4096, max_height=65535,
+                max_payload=None, reply_payload=None, uart=None, rx_fifo=None,
+                link_bytes=None, input_fifo_bytes=None):
     """The simulated board's executable for this configuration, built if needed.
 
     ``conv``: with the convolution engine (its default :class:`EngineConfig`), or an
@@ -309,7 +341,7 @@ def build_board(cores=1, conv=True, max_width=4096, max_height=65535, max_payloa
     with the end of the log when it fails.
     """
     params = _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart,
-                     rx_fifo)
+                     rx_fifo, link_bytes, input_fifo_bytes)
     root = build_dir_root() / "sim_board"
     root.mkdir(parents=True, exist_ok=True)
     env = simulator_env("verilator")
@@ -394,7 +426,8 @@ class SimBoard:
     ``.returncode`` its exit status.
     """
 
-    def __init__(self, link="tcp", cores=1, conv=True, corrupt=0.0, drop=0.0, seed=1,
+    def __init__(self, link="tcp", cores=DEFAULTS["cores"], conv=True, corrupt=0.0, drop=0.0,
+                 seed=1,
                  exit_on_disconnect=False, port=0, max_cycles=0, idle_cycles=None,
                  start_timeout=30.0, uart=None, rx_fifo=None, arena=None, request_ring=None,
                  **build_params):
@@ -410,6 +443,7 @@ class SimBoard:
         self.uart = uart
         defaults = dict(DEFAULTS)
         if uart is not None:
+            del defaults["link_bytes"], defaults["input_fifo_bytes"]
             defaults |= {"max_payload": UART_DEFAULTS["max_payload"],
                          "reply_payload": UART_DEFAULTS["reply_payload"],
                          "uart": uart, "rx_fifo": rx_fifo}
@@ -590,6 +624,7 @@ class BoardLink:
         from ..host.transport import open_transport
         self.device = device
         self.transport = open_transport(device, timeout=timeout)
+        self.link_bytes = getattr(self.transport, "link_bytes", 1)
         self._buffer = bytearray(1 << 20)
 
     def fileno(self):
@@ -603,7 +638,8 @@ class BoardLink:
         """Write ``data`` while reading; return the frames read, once ``until(frames)`` is
         true (or at once when ``until`` is None and all is written).  ``decoder``: a
         FrameDecoder to keep across calls (its counters tell of damage)."""
-        decoder = decoder if decoder is not None else FrameDecoder(max_length=1 << 20)
+        decoder = decoder if decoder is not None else FrameDecoder(max_length=1 << 20,
+                                                                    link_bytes=self.link_bytes)
         frames = []
         pending = memoryview(bytes(data))
         deadline = time.monotonic() + timeout
@@ -669,7 +705,10 @@ def bench_sim_board(cores=1, conv=False, images=None, repeat=1, **build_params):
     exe = build_board(**params)
     build_s = time.monotonic() - built
     files = [(name, data) for _ in range(repeat) for name, data in named]
-    requests = b"".join(b"".join(file_requests(100 + n, data, params["max_payload"]))
+    # (file n to core n % cores, each file's frames back to back)
+    requests = b"".join(b"".join(file_requests(100 + n, data, params["max_payload"],
+                                               link_bytes=params.get("link_bytes", 1),
+                                               core=n % max(cores, 1)))
                         for n, (_, data) in enumerate(files))
     board = SimBoard("tcp", **params)
     board.executable = exe
@@ -707,6 +746,12 @@ def add_arguments(parser):
                         help="JPEG decoder cores")
     parser.add_argument("--no-conv", dest="conv", action="store_false",
                         help="without the convolution engine (smaller, faster build)")
+    parser.add_argument("--link-bytes", type=int, default=None, choices=(1, 4, 8, 16, 32, 64),
+                        help=f"host link width in bytes a clock (default "
+                             f"{DEFAULTS['link_bytes']}: a PCIe card's DMA stream; 1 with --uart)")
+    parser.add_argument("--input-fifo", type=int, default=None, metavar="BYTES",
+                        help=f"each decoder core's input FIFO (default "
+                             f"{DEFAULTS['input_fifo_bytes']} on a wide link)")
     parser.add_argument("--max-width", type=int, default=DEFAULTS["max_width"])
     parser.add_argument("--max-height", type=int, default=DEFAULTS["max_height"])
     parser.add_argument("--uart", type=int, default=None, metavar="N",
@@ -739,6 +784,10 @@ def run_command(args):
     link = "tcp" if args.link == "socket" else args.link      # socket: the same TCP socket
     sizes = {k: v for k in ("max_payload", "reply_payload")
              if (v := getattr(args, k, None)) is not None}
+    if getattr(args, "link_bytes", None) is not None:
+        sizes["link_bytes"] = args.link_bytes
+    if getattr(args, "input_fifo", None) is not None:
+        sizes["input_fifo_bytes"] = args.input_fifo
     uart = getattr(args, "uart", None)
     rx_fifo = getattr(args, "rx_fifo", None)
     if rx_fifo is not None and uart is None:

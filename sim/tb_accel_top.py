@@ -1,10 +1,14 @@
-"""cocotb testbench of the accelerator top at its byte link: host-encoded frames in, response
-frames out, decoded with the host's frame codec and checked against the golden models.
+"""cocotb testbench of the accelerator top at its link (``link_bytes`` W bytes a clock):
+host-encoded frames in, response frames out, decoded with the host's frame codec and checked
+against the golden models.  Files go to the cores in turn (file n to core n % cores), and the
+frames of different cores' files interleave on the link.
 
 Parameters (``DLFORGE_TB_PARAMS``): corpus (quick | mixed), limit, cores, max_width,
-max_height, max_payload, ready_prob (link output), corrupt (probability that a request frame's
-payload byte is flipped in transit: the device answers BAD_CRC and the testbench resends);
-conv: the engine's EngineConfig fields (then the convolution test runs instead), layers.
+max_height, max_payload, link_bytes, ready_prob (link output), corrupt (probability that a
+request frame's payload byte is flipped in transit: the device answers BAD_CRC and the
+testbench resends);
+conv: the engine's EngineConfig fields (then the convolution test runs instead, or as well
+with ``decode``), layers.
 Metrics: files, ok, clocks, resends (and per conv layer: cycles, tiles).
 """
 
@@ -18,13 +22,38 @@ import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.rtl.link.protocol import (HEADER_BYTES, FrameDecoder, Opcode, Register, Status,
-                                       VERSION, encode_frame, file_requests)
+from dlforge.rtl.link.jpeg_reply import parse_end
+from dlforge.rtl.link.protocol import (FrameDecoder, Opcode, Register, Status, VERSION, array_word,
+                                       encode_frame, file_requests, header_beats, payload_beats,
+                                       split_length)
 from dlforge.sim import jpeg_corpus
 from dlforge.sim.cocotb_stream import start
 from dlforge.sim.jpeg_model import JpegDecodeError, decode
+from dlforge.sim.jpeg_parse import parse_headers
 
 PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
+W = int(PARAMS.get("link_bytes", 1))
+
+
+def frame(*args, **kwargs):
+    return encode_frame(*args, link_bytes=W, **kwargs)
+
+
+def _metrics(**figures):
+    """Add to this run's metrics.json (both tests may run in one simulation)."""
+    path = Path("metrics.json")
+    old = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps(old | figures))
+
+
+def interleaved(per_core):
+    """Frame lists of the cores merged a frame at a time (each core's own order kept)."""
+    out, lists = [], [list(f) for f in per_core]
+    while any(lists):
+        for frames in lists:
+            if frames:
+                out.append(frames.pop(0))
+    return out
 
 
 def _files():
@@ -33,7 +62,7 @@ def _files():
     return [f.data for f in corpus[:int(PARAMS.get("limit", 10))]]
 
 
-@cocotb.test(skip="conv" in PARAMS)
+@cocotb.test(skip="conv" in PARAMS and not PARAMS.get("decode"))
 async def decode_over_the_link(dut):
     """Every file through the link, images equal the model's; registers and pings answer."""
     await start(dut, sources=("i",), sinks=("o",))
@@ -42,10 +71,14 @@ async def decode_over_the_link(dut):
     ready_prob = float(PARAMS.get("ready_prob", 1.0))
     corrupt = float(PARAMS.get("corrupt", 0.0))
     files = _files()
-    requests = [encode_frame(Opcode.READ_REGS, 1, struct.pack("<HH", Register.VERSION, 4)),
-                encode_frame(Opcode.PING, 2, b"hello")]
+    cores = max(int(PARAMS.get("cores", 1)), 1)
+    requests = [frame(Opcode.READ_REGS, 1, struct.pack("<HH", Register.VERSION, 4)),
+                frame(Opcode.PING, 2, b"hello")]
+    per_core = [[] for _ in range(cores)]
     for n, data in enumerate(files):
-        requests += file_requests(100 + n, data, max_payload, fast=n % 2 == 1)
+        per_core[n % cores] += file_requests(100 + n, data, max_payload, fast=n % 2 == 1,
+                                             link_bytes=W, core=n % cores)
+    requests += interleaved(per_core)
 
     def finished(responses):
         ends = sum(1 for r in responses if r.opcode == Opcode.JPEG_END)
@@ -63,7 +96,7 @@ async def decode_over_the_link(dut):
         mine = [r for r in responses if r.tag == 100 + n]
         assert mine and mine[-1].opcode == Opcode.JPEG_END
         assert all(r.opcode == Opcode.JPEG_DATA for r in mine[:-1])
-        status, _, width, height, cycles, _ = struct.unpack("<BBHHII", mine[-1].payload)
+        status, width, height, cycles, _ = parse_end(mine[-1].payload)
         pixels = b"".join(r.payload for r in mine[:-1])
         try:
             want = decode(data, "fast" if n % 2 else "fancy", max_width=int(PARAMS["max_width"]),
@@ -76,18 +109,51 @@ async def decode_over_the_link(dut):
         assert pixels == want.pixels.tobytes(), f"file {n}: pixels differ"
         assert cycles > 0
         ok += 1
-    Path("metrics.json").write_text(json.dumps({"files": len(files), "ok": ok,
-                                                "clocks": clocks, "resends": resends}))
+    _metrics(files=len(files), ok=ok, clocks=clocks, resends=resends)
 
 
-async def exchange(dut, requests, finished, rng, ready_prob=1.0, corrupt=0.0):
-    """Send request frames over the byte link and collect the response frames until
+@cocotb.test(skip=not PARAMS.get("gap"))
+async def a_lost_frame_is_refused(dut):
+    """A file's middle frame vanishes (its header destroyed on the way): the core's next
+    frame is refused with Status.GAP naming its tag, and the file sent again decodes
+    bit-exact."""
+    await start(dut, sources=("i",), sinks=("o",))
+    rng = random.Random(PARAMS.get("seed", 3))
+    max_payload = int(PARAMS.get("max_payload", 4096))
+    limit = int(PARAMS["max_width"]), int(PARAMS["max_height"])
+    data = next(f.data for f in jpeg_corpus.baseline_corpus("quick")
+                if len(f.data) > 3 * max_payload
+                and parse_headers(f.data).width <= limit[0]
+                and parse_headers(f.data).height <= limit[1])
+    core = int(PARAMS.get("cores", 1)) - 1
+    frames = file_requests(700, data, max_payload, link_bytes=W, core=core)
+    holey = frames[:1] + frames[2:]
+    again = file_requests(701, data, max_payload, link_bytes=W, core=core)
+    queue = list(holey)
+
+    def finished(responses):
+        return any(r.tag == 701 and r.opcode == Opcode.JPEG_END for r in responses)
+
+    responses, _, _ = await exchange(dut, queue + again, finished, rng, refusals=True)
+    gaps = [r for r in responses if r.opcode == Opcode.ERROR]
+    assert [(r.status, r.tag, r.payload) for r in gaps] == [
+        (Status.GAP, 700, bytes([Opcode.JPEG_DATA if len(frames) > 3 else Opcode.JPEG_END]))]
+    mine = [r for r in responses if r.tag == 701]
+    want = decode(data, "fancy", max_width=int(PARAMS["max_width"]),
+                  max_height=int(PARAMS["max_height"])).pixels
+    assert b"".join(r.payload for r in mine[:-1]) == want.tobytes()
+    assert [r.seq for r in mine] == list(range(len(mine)))       # the replies numbered
+    _metrics(gap_refused=len(gaps))
+
+
+async def exchange(dut, requests, finished, rng, ready_prob=1.0, corrupt=0.0, refusals=False):
+    """Send request frames over the link and collect the response frames until
     ``finished(responses)``.  Request frames go out one by one; when ``corrupt`` flips a
     payload byte on the way, the device must answer BAD_CRC, and the frame is sent again
     (the device did nothing with it), before anything else: a file's frames stay in order."""
     queue = list(requests)
     sending = b""
-    decoder = FrameDecoder()
+    decoder = FrameDecoder(max_length=1 << 20, link_bytes=W)
     responses = []
     resends = 0
     clocks = 0
@@ -99,27 +165,32 @@ async def exchange(dut, requests, finished, rng, ready_prob=1.0, corrupt=0.0):
         if not sending and queue and awaiting_verdict is None:
             frame = queue.pop(0)
             wire = bytearray(frame)
-            if corrupt and len(frame) > HEADER_BYTES + 4 and rng.random() < corrupt:
-                wire[rng.randrange(HEADER_BYTES, len(frame) - 4)] ^= 0x01
+            start = header_beats(W) * W
+            length = split_length(struct.unpack_from("<I", frame, 6)[0])[0]
+            covered = payload_beats(length, W) * W
+            if corrupt and length and rng.random() < corrupt:
+                wire[rng.randrange(start, start + covered)] ^= 0x01
                 awaiting_verdict = frame
             sending = bytes(wire)
         dut.i__valid.value = int(bool(sending))
         if sending:
-            dut.i__payload.value = sending[0]
+            dut.i__payload.value = int.from_bytes(sending[:W], "little")
         take = rng.random() < ready_prob
         dut.o__ready.value = int(take)
         await ReadOnly()
         if sending and dut.i__ready.value:
-            sending = sending[1:]
+            sending = sending[W:]
         if take and dut.o__valid.value:
-            for frame in decoder.feed(bytes([int(dut.o__payload.value)])):
-                if frame.opcode == Opcode.ERROR:
-                    assert frame.status == Status.BAD_CRC and awaiting_verdict is not None, frame
+            for got in decoder.feed(int(dut.o__payload.value).to_bytes(W, "little")):
+                if got.opcode == Opcode.ERROR and refusals:
+                    responses.append(got)           # (the caller looks at them)
+                elif got.opcode == Opcode.ERROR:
+                    assert got.status == Status.BAD_CRC and awaiting_verdict is not None, got
                     queue.insert(0, awaiting_verdict)
                     awaiting_verdict = None
                     resends += 1
                 else:
-                    responses.append(frame)
+                    responses.append(got)
         clocks += 1
     await FallingEdge(dut.clk)
     dut.i__valid.value = 0
@@ -150,7 +221,7 @@ async def conv_over_the_link(dut):
         parts = layer_words(layer, cfg, tiles, t)
         raw = b"".join(w.to_bytes(lb, "little") for words, _ in parts for w in words)
         tag = 500 + n
-        requests = [encode_frame(Opcode.CONV_WORDS, tag, raw[i:i + max_payload])
+        requests = [frame(Opcode.CONV_WORDS, tag, raw[i:i + max_payload])
                     for i in range(0, len(raw), max_payload)]
         n_words = sum(count for _, count in parts)
 
@@ -177,21 +248,20 @@ async def conv_over_the_link(dut):
     def regs_back(responses):
         return any(r.tag == 9 for r in responses)
 
-    responses, _, _ = await exchange(dut, [encode_frame(
+    responses, _, _ = await exchange(dut, [frame(
         Opcode.READ_REGS, 9, struct.pack("<HH", Register.ARRAY, 2))], regs_back, rng)
     array, link = struct.unpack("<2I", responses[-1].payload)
-    assert array == cfg.rows | cfg.cols << 8 | cfg.simd << 16 | cfg.operand_bits << 24
+    assert array == array_word(cfg)
     assert link == lb
-    responses, _, _ = await exchange(dut, [encode_frame(
+    responses, _, _ = await exchange(dut, [frame(
         Opcode.READ_REGS, 9, struct.pack("<HH", Register.CONV_WEIGHT_DEPTH, 4))], regs_back, rng)
     assert struct.unpack("<4I", responses[-1].payload) == (
         cfg.weight_depth, cfg.input_depth, cfg.psum_depth, cfg.max_reduction)
-    responses, _, _ = await exchange(dut, [encode_frame(
+    responses, _, _ = await exchange(dut, [frame(
         Opcode.READ_REGS, 9, struct.pack("<HH", Register.CORES, 1))], regs_back, rng)
     assert struct.unpack("<I", responses[-1].payload) == (int(PARAMS.get("cores", 1)),)
-    responses, _, _ = await exchange(dut, [encode_frame(
+    responses, _, _ = await exchange(dut, [frame(
         Opcode.READ_REGS, 9, struct.pack("<HH", Register.CONV_CYCLES, 4))], regs_back, rng)
     cycles, array_cycles, tiles, error = struct.unpack("<4I", responses[-1].payload)
     assert tiles == total_tiles and error == 0 and cycles > array_cycles > 0
-    Path("metrics.json").write_text(json.dumps({"layers": len(PARAMS["layers"]),
-                                                "tiles": tiles, "cycles": cycles}))
+    _metrics(layers=len(PARAMS["layers"]), tiles=tiles, cycles=cycles)

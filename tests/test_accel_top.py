@@ -8,12 +8,17 @@ from dlforge.rtl.top import AcceleratorTop
 from dlforge.sim.runner import run_cocotb
 
 
-def _run(cores=1, max_width=64, max_height=64, max_payload=256, **params):
-    top = AcceleratorTop(cores, max_width, max_height, max_payload)
-    result = run_cocotb(top, name=f"accel_c{cores}_w{max_width}_p{max_payload}",
+def _run(cores=1, max_width=64, max_height=64, max_payload=256, link_bytes=1, engine=None,
+         **params):
+    top = AcceleratorTop(cores, max_width, max_height, max_payload, link_bytes=link_bytes,
+                         input_fifo_bytes=max(64, 4 * link_bytes), conv=engine)
+    suffix = "_conv" if engine else ""
+    result = run_cocotb(top, name=f"accel_c{cores}_w{max_width}_p{max_payload}_l{link_bytes}"
+                                  f"{suffix}",
                         test_module="dlforge.sim.tb_accel_top",
                         params=params | {"cores": cores, "max_width": max_width,
-                                         "max_height": max_height, "max_payload": max_payload},
+                                         "max_height": max_height, "max_payload": max_payload,
+                                         "link_bytes": link_bytes},
                         quiet=True)
     assert result.passed, f"{result.failed} (log: {result.test_dir}/sim.log)"
     return result.metrics
@@ -29,6 +34,29 @@ def test_bad_files_between_good_ones_on_two_cores():
     assert m["files"] == 12 and 0 < m["ok"] < 12
 
 
+LAYERS = [{"name": "a", "in_channels": 5, "height": 7, "width": 6, "out_channels": 6,
+           "kernel": 3, "padding": 1, "relu": True},
+          {"name": "b", "in_channels": 6, "height": 8, "width": 8, "out_channels": 5,
+           "kernel": 3, "padding": 1, "pool": True, "residual": True}]
+SMALL_ENGINE = {"rows": 2, "cols": 2, "simd": 1, "weight_depth": 64, "input_depth": 256,
+                "psum_depth": 32, "link_bytes": 16}
+
+
+@pytest.mark.parametrize("link_bytes", [4, 32, 64])
+def test_wide_link_three_cores_and_the_engine_with_corruption(link_bytes):
+    """W bytes a clock: files of three cores interleaved frame by frame, then layers on the
+    engine (its 16-byte words packed from 4-byte beats, taken from 32-byte beats as they are,
+    split from 64-byte beats); payload bytes flipped on the way (refused and resent),
+    back-pressure on the output; a frame lost in the middle of a file (refused as a GAP)."""
+    from dlforge.rtl.conv.config import EngineConfig
+    m = _run(cores=3, corpus="mixed", limit=12, seed=7, link_bytes=link_bytes,
+             ready_prob=0.7, corrupt=0.1, conv=SMALL_ENGINE, layers=LAYERS, decode=True,
+             gap=True, engine=EngineConfig(**SMALL_ENGINE))
+    assert m["files"] == 12 and 0 < m["ok"] < 12 and m["resends"] >= 1
+    assert m["layers"] == 2 and m["tiles"] > 2
+    assert m["gap_refused"] == 1
+
+
 def test_invalid_parameters():
     with pytest.raises(ValueError, match="cores must be 0 to 16"):
         AcceleratorTop(cores=17)
@@ -41,13 +69,13 @@ def test_convolution_layers_over_the_link():
             "psum_depth": 32, "link_bytes": 16}
     from dlforge.rtl.conv.config import EngineConfig
     top = AcceleratorTop(1, 64, 64, 256, conv=EngineConfig(**conv))
-    layers = [{"name": "a", "in_channels": 5, "height": 7, "width": 6, "out_channels": 6,
-               "kernel": 3, "padding": 1, "relu": True},
-              {"name": "b", "in_channels": 6, "height": 8, "width": 8, "out_channels": 5,
-               "kernel": 3, "padding": 1, "pool": True, "residual": True}]
-    result = run_cocotb(top, name="accel_c1_w64_p256_conv", test_module="dlforge.sim.tb_accel_top",
-                        params={"conv": conv, "layers": layers, "max_payload": 256,
+    _conv(top, conv, "accel_c1_w64_p256_conv", {})
+
+
+def _conv(top, conv, name, extra):
+    result = run_cocotb(top, name=name, test_module="dlforge.sim.tb_accel_top",
+                        params={"conv": conv, "layers": LAYERS, "max_payload": 256,
                                 "max_width": 64, "max_height": 64, "ready_prob": 0.8,
-                                "corrupt": 0.05, "seed": 6}, quiet=True)
+                                "corrupt": 0.05, "seed": 6} | extra, quiet=True)
     assert result.passed, f"{result.failed} (log: {result.test_dir}/sim.log)"
     assert result.metrics["layers"] == 2 and result.metrics["tiles"] > 2

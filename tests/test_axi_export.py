@@ -446,3 +446,22 @@ def test_the_reset_register_resets_the_engine():
     b.run(bench)
     assert seen["error"] != 0 and seen["write"] == OKAY and seen["after"] == 0
     assert seen["array"] == 2 | 2 << 8 | 1 << 16 | 8 << 24
+
+
+def test_wide_export_with_cores_and_engine_under_cocotbext_axi():
+    """The export at a PCIe width (256-bit streams) with two decoder cores and the engine,
+    driven by cocotbext-axi's AXI4-Stream source/sink (random pauses on both) and AXI4-Lite
+    master in Verilator: images and a layer bit-exact, TLAST at every frame's end."""
+    from dlforge.rtl.axi_export import AxiAccelerator
+    from dlforge.rtl.conv.config import EngineConfig
+    from dlforge.sim.runner import run_cocotb
+    conv = {"rows": 2, "cols": 2, "simd": 1, "weight_depth": 64, "input_depth": 256,
+            "psum_depth": 32, "link_bytes": 16, "max_reduction": 64}
+    top = AxiAccelerator(2, 64, 64, 256, conv=EngineConfig(**conv), link_bytes=32,
+                         input_fifo_bytes=1024)
+    result = run_cocotb(top, name="axi_c2_w64_l32_conv", test_module="dlforge.sim.tb_axi_export",
+                        params={"link_bytes": 32, "cores": 2, "max_width": 64, "max_height": 64,
+                                "max_payload": 256, "conv": conv, "limit": 6, "seed": 5},
+                        quiet=True)
+    assert result.passed, f"{result.failed} (log: {result.test_dir}/sim.log)"
+    assert result.metrics["files"] == 6 and result.metrics["ok"] >= 3

@@ -133,6 +133,23 @@ def test_serial_through_a_pty_and_xdma_through_named_pipes():
         assert sim.stats["cycles"] > 0
 
 
+def test_xdma_through_named_pipes_that_are_never_polled(monkeypatch):
+    """The XDMA driver's stream files implement no poll: the whole decode runs on the
+    transport's blocking reader and writer threads (poll and select would fail it)."""
+    import select
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("polled an XDMA stream file")
+
+    files = _photos(3, seed=6)
+    with SimBoard(link="fifo") as sim:
+        monkeypatch.setattr(select, "poll", forbidden)
+        monkeypatch.setattr(select, "select", forbidden)
+        with DecoderService(sim.device) as service:
+            results = list(service.decode(files))
+    _check(files, results, ["ok"] * 3)
+
+
 def test_faults_on_the_serial_path_are_recovered_or_reported():
     """Flipped and dropped bytes in both directions of the pty: every image comes back
     bit-exact or as an error that says what happened; nothing is swapped or lost."""

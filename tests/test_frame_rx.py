@@ -4,19 +4,22 @@ the next frame is found."""
 
 import random
 
+import pytest
 from amaranth.sim import Simulator
 
 from amaranth_streams import send_beats
 
 from dlforge.rtl.link.frame_rx import FrameReceiver
-from dlforge.rtl.link.protocol import HEADER_BYTES, MAGIC, Status, encode_frame
+from dlforge.rtl.link.protocol import (HEADER_BYTES, MAGIC, Status, encode_frame, header_beats,
+                                       payload_beats)
 
 _NO_MAGIC = [b for b in range(256) if b != MAGIC[0]]
 
 
-def _run(stream, max_payload, seed, expected_frames, expected_errors):
+def _run(stream, max_payload, seed, expected_frames, expected_errors, w=1):
     rng = random.Random(seed)
-    dut = FrameReceiver(max_payload)
+    dut = FrameReceiver(max_payload, w)
+    stream = [int.from_bytes(stream[k:k + w], "little") for k in range(0, len(stream), w)]
     frames, errors, current, counters = [], [], bytearray(), {}
 
     async def feed(ctx):
@@ -31,9 +34,10 @@ def _run(stream, max_payload, seed, expected_frames, expected_errors):
                 beat = ctx.get(dut.o.payload)
                 h = beat.header
                 if int(h.length):
-                    current.append(int(beat.data))
+                    current.extend(int(beat.data).to_bytes(w, "little"))
                 if beat.last:
-                    frames.append((int(h.opcode), int(h.status), int(h.tag), bytes(current)))
+                    frames.append((int(h.opcode), int(h.status), int(h.tag),
+                                   bytes(current[:int(h.length)])))
                     current.clear()
             counters.update(crc=ctx.get(dut.crc_errors), header=ctx.get(dut.header_errors),
                             frames=ctx.get(dut.frames))
@@ -54,17 +58,23 @@ def _run(stream, max_payload, seed, expected_frames, expected_errors):
     return counters
 
 
-def test_frames_with_damage():
-    rng = random.Random(3)
-    stream = bytearray(rng.choice(_NO_MAGIC) for _ in range(7))
+@pytest.mark.parametrize("w", [1, 4, 8, 16, 32, 64])
+def test_frames_with_damage(w):
+    """Garbage (whole beats at W > 1: a DMA stream moves beats), bit flips in headers and
+    payloads, payload lengths of every remainder mod W."""
+    rng = random.Random(3 + w)
+    stream = bytearray(rng.choice(_NO_MAGIC) for _ in range(7 if w == 1 else w))
     want_frames, want_errors, header_damage = [], [], 0
+    lengths = [0, 1, 5, 64, 256] + list(range(w, 2 * w))
     for n in range(40):
         opcode, tag, status = rng.randrange(1, 0x30), rng.randrange(1 << 16), rng.randrange(3)
-        payload = bytes(rng.choice(_NO_MAGIC) for _ in range(rng.choice([0, 1, 5, 64, 256])))
-        frame = bytearray(encode_frame(opcode, tag, payload, status))
+        payload = bytes(rng.choice(_NO_MAGIC) for _ in range(rng.choice(lengths)))
+        frame = bytearray(encode_frame(opcode, tag, payload, status, link_bytes=w))
         fault = rng.random() if n else 1.0
-        if fault < 0.15:          # a payload or CRC byte: reported by tag
-            frame[rng.randrange(HEADER_BYTES, len(frame))] ^= 1 << rng.randrange(8)
+        start = header_beats(w) * w
+        if fault < 0.15:          # a payload or CRC byte (padding included): reported by tag
+            covered = start + payload_beats(len(payload), w) * w + 4
+            frame[rng.randrange(start, covered)] ^= 1 << rng.randrange(8)
             want_errors.append((Status.BAD_CRC, opcode, tag))
         elif fault < 0.3:         # a header byte after the magic: dropped silently
             frame[rng.randrange(2, HEADER_BYTES)] ^= 1 << rng.randrange(8)
@@ -73,13 +83,15 @@ def test_frames_with_damage():
             want_frames.append((opcode, status, tag, payload))
         stream += frame
         if rng.random() < 0.2:
-            stream += bytes(rng.choice(_NO_MAGIC) for _ in range(rng.randint(1, 9)))
+            garbage = rng.randint(1, 9) * (1 if w == 1 else w)
+            stream += bytes(rng.choice(_NO_MAGIC) for _ in range(garbage))
     assert want_errors and header_damage
-    counters = _run(bytes(stream), 256, 4, want_frames, want_errors)
+    counters = _run(bytes(stream), 256, 4, want_frames, want_errors, w)
     assert counters["header"] >= header_damage
 
 
-def test_oversize_length_is_a_header_error():
-    good = encode_frame(0x10, 7, b"abc")
-    big = encode_frame(0x10, 8, bytes(300))          # above this receiver's 256
-    assert _run(big + good, 256, 5, [(0x10, 0, 7, b"abc")], [])["header"] == 1
+@pytest.mark.parametrize("w", [1, 32])
+def test_oversize_length_is_a_header_error(w):
+    good = encode_frame(0x10, 7, b"abc", link_bytes=w)
+    big = encode_frame(0x10, 8, bytes(300), link_bytes=w)     # above this receiver's 256
+    assert _run(big + good, 256, 5, [(0x10, 0, 7, b"abc")], [], w)["header"] == 1

@@ -4,6 +4,7 @@ max_payload bytes, then the file's record; under back-pressure, files back to ba
 import random
 import struct
 
+import pytest
 from amaranth.sim import Simulator
 
 from amaranth_streams import send_beats
@@ -22,6 +23,7 @@ def _beats(tag, width, height, pixels, status, cycles, symbols, rng):
     while pos < len(pixels) // 3:
         count = min(rng.choice([4, 4, 4, 1, 2, 3]), len(pixels) // 3 - pos)
         chunk = pixels[3 * pos:3 * (pos + count)]
+        chunk += rng.randbytes(12 - len(chunk))          # the lanes past count: junk
         beats.append({"kind": OutputKind.PIXELS, "data": int.from_bytes(chunk, "little"),
                       "count": count, "tag": tag, "last": 0})
         pos += count
@@ -32,15 +34,17 @@ def _beats(tag, width, height, pixels, status, cycles, symbols, rng):
     return beats
 
 
-def test_files_become_frames():
-    rng = random.Random(4)
-    max_payload = 32
+@pytest.mark.parametrize("w", [1, 4, 8, 16, 32])
+def test_files_become_frames(w):
+    """At every link width: the frame's beats hold its bytes, the last beat padded."""
+    rng = random.Random(4 + w)
+    max_payload = 32 if w < 32 else 64
     files = []
     for n, px in enumerate([0, 1, 10, 32, 33, 64, 50]):        # 32 px = 96 bytes: exact fills
         files.append((1000 + n, rng.randrange(1, 99), rng.randrange(1, 99), rng.randbytes(3 * px),
                       rng.randrange(256), rng.getrandbits(32), rng.getrandbits(32)))
     beats = [b for f in files for b in _beats(*f, rng)]
-    dut = JpegReplier(max_payload)
+    dut = JpegReplier(max_payload, w)
     frames = []
 
     async def source(ctx):
@@ -55,18 +59,21 @@ def test_files_become_frames():
                 dut.header.valid, dut.header.ready, dut.header.payload,
                 dut.payload.valid, dut.payload.ready, dut.payload.payload)
             if hv and hr:
-                assert current is None or len(current[3]) == current[2], "header mid-frame"
+                assert current is None or len(current[3]) == -(-current[2] // w) * w, \
+                    "header mid-frame"
                 current = [int(h.opcode), int(h.tag), int(h.length), bytearray()]
                 frames.append(current)
             if pv and pr:
-                current[3].append(p)
+                current[3] += int(p).to_bytes(w, "little")
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(source)
     sim.add_testbench(sink, background=True)
     sim.run_until(1e-8 * 20000)
-    assert all(len(f[3]) == f[2] <= max_payload for f in frames)
+    assert all(len(f[3]) == -(-f[2] // w) * w and f[2] <= max_payload for f in frames)
+    for f in frames:
+        f[3] = f[3][:f[2]]
     for tag, width, height, pixels, status, cycles, symbols in files:
         mine = [f for f in frames if f[1] == tag]
         assert [f[0] for f in mine] == [Opcode.JPEG_DATA] * (len(mine) - 1) + [Opcode.JPEG_END]
@@ -77,14 +84,16 @@ def test_files_become_frames():
     assert [f[1] for f in frames] == sorted(f[1] for f in frames)     # files in order
 
 
-def test_one_core_keeps_the_link_busy():
+@pytest.mark.parametrize("w", [1, 4, 32])
+def test_one_core_keeps_the_link_busy(w):
     """Two frame buffers: a frame is sent while the next fills, so a long image leaves at
-    nearly a byte per clock (one buffer would give half)."""
+    nearly the link's rate (one buffer would give half), or the core's 12 bytes a clock at
+    a wide link."""
     rng = random.Random(5)
-    max_payload = 64
+    max_payload = 64 if w < 32 else 256
     pixels = rng.randbytes(3 * 400)
     beats = _beats(77, 20, 20, pixels, 0, 1, 2, rng)
-    dut = JpegReplier(max_payload)
+    dut = JpegReplier(max_payload, w)
     got = bytearray()
     done = []
 
@@ -103,7 +112,7 @@ def test_one_core_keeps_the_link_busy():
             if hv and h.opcode == Opcode.JPEG_END:
                 ends += 1
             if pv:
-                got.append(p)
+                got.extend(int(p).to_bytes(w, "little"))
         done.append(clocks)
 
     sim = Simulator(dut)
@@ -112,4 +121,5 @@ def test_one_core_keeps_the_link_busy():
     sim.add_testbench(sink)
     sim.run()
     assert bytes(got[:len(pixels)]) == pixels
-    assert done[0] < 1.25 * len(pixels), (done[0], len(pixels))
+    ideal = len(pixels) / min(w, 12)           # the link's rate, or the core's 4 pixels a clock
+    assert done[0] < 1.25 * ideal + 40, (done[0], ideal)

@@ -77,3 +77,47 @@ def test_encoder_refuses_what_cannot_be_sent():
     with pytest.raises(ValueError, match="uint16"):
         encode_frame(Opcode.PING, 1 << 16)
     assert len(encode_frame(Opcode.PING, 0)) == HEADER_BYTES + 4
+
+
+@pytest.mark.parametrize("w", [1, 4, 8, 16, 32, 64])
+def test_wide_frames_are_padded_sections(w):
+    """The wide-link layout written out independently of encode_frame: header, payload and
+    CRC sections padded to whole beats, the CRC over the padded payload."""
+    import zlib
+    from dlforge.rtl.link.protocol import LINK_WIDTHS, frame_bytes
+    assert w in LINK_WIDTHS
+    for length in [0, 1, w - 1, w, w + 1, 3 * w + 5]:
+        payload = bytes(range(length % 256)) * (length // 256 + 1)
+        payload = payload[:max(length, 0)]
+        frame = encode_frame(0x10, 0x1234, payload, status=0x21, link_bytes=w)
+        head = -(-12 // w) * w
+        body = -(-length // w) * w
+        tail = -(-4 // w) * w
+        assert len(frame) == head + body + tail == frame_bytes(length, w)
+        assert frame[:12] == encode_frame(0x10, 0x1234, payload, status=0x21)[:12]
+        assert frame[12:head] == bytes(head - 12)
+        assert frame[head:head + length] == payload
+        assert frame[head + length:head + body] == bytes(body - length)
+        crc = int.from_bytes(frame[head + body:head + body + 4], "little")
+        assert crc == zlib.crc32(payload + bytes(body - length))
+        assert frame[head + body + 4:] == bytes(tail - 4)
+
+
+@pytest.mark.parametrize("w", [4, 32])
+def test_wide_decoder_hunts_on_beat_boundaries(w):
+    import random
+    rng = random.Random(w)
+    frames = [(0x10 + n, n, rng.randbytes(rng.randrange(0, 3 * w))) for n in range(20)]
+    stream = bytearray()
+    for op, tag, payload in frames:
+        stream += bytes([0x5A, 0xA5]) + rng.randbytes(w - 2)          # a magic, bad header
+        stream += encode_frame(op, tag, payload, link_bytes=w)
+    decoder = FrameDecoder(link_bytes=w)
+    got = []
+    for k in range(0, len(stream), 7):                                # any chunking
+        got += decoder.feed(bytes(stream[k:k + 7]))
+    assert [(f.opcode, f.tag, f.payload, f.status) for f in got] == \
+        [(op, tag, payload, 0) for op, tag, payload in frames]
+    # a frame that starts off a beat boundary is not a frame
+    off = FrameDecoder(link_bytes=w)
+    assert off.feed(bytes(1) + encode_frame(1, 2, b"x", link_bytes=w) + bytes(w - 1)) == []

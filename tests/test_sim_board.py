@@ -2,8 +2,10 @@
 pseudo-terminal and named pipes; images decoded through it equal libjpeg-turbo's; its state
 survives a reconnect; injected faults are answered, not hung on; statistics come on exit.
 
-Most cases use a small build (256 x 256, no engine); two use the default build, the one the
-host runtime starts, so that it is built once here and cached.
+Most cases use a small build (one core, 256 x 256, no engine, a byte-wide link: the transports
+and the harness's byte handling); the wide-link cases use the default build (a 32-byte link,
+two cores and the engine), the one the host runtime starts, so that it is built once here and
+cached.
 """
 
 import io
@@ -20,13 +22,14 @@ from PIL import Image
 
 from dlforge.rtl.link.protocol import (VERSION, FrameDecoder, Opcode, Register, Status,
                                        encode_frame)
+from dlforge.rtl.link.jpeg_reply import parse_end
 from dlforge.sim import jpeg_corpus
 from dlforge.sim.sim_board import (DEFAULTS, SimBoard, bench_sim_board, build_board, connect,
                                    file_requests)
 
 pytestmark = pytest.mark.xdist_group("sim_board")
 
-SMALL = {"max_width": 256, "max_height": 256, "conv": False}
+SMALL = {"cores": 1, "max_width": 256, "max_height": 256, "conv": False, "link_bytes": 1}
 MAX_PAYLOAD = DEFAULTS["max_payload"]
 REPLY_PAYLOAD = DEFAULTS["reply_payload"]
 
@@ -55,23 +58,25 @@ def _board(link, **options):
 
 
 def _regs(link, first, count, tag=7):
-    frames = link.exchange(encode_frame(Opcode.READ_REGS, tag, struct.pack("<HH", first, count)),
+    frames = link.exchange(encode_frame(Opcode.READ_REGS, tag, struct.pack("<HH", first, count),
+                                        link_bytes=link.link_bytes),
                            lambda fr: any(f.tag == tag for f in fr))
     (frame,) = [f for f in frames if f.tag == tag]
     assert frame.opcode == Opcode.READ_REGS and frame.status == Status.OK
     return struct.unpack(f"<{count}I", frame.payload)
 
 
-def _decode(link, data, tag=100):
+def _decode(link, data, tag=100, core=0):
     """A JPEG file through the board: (status, width, height, cycles, pixel bytes)."""
-    frames = link.exchange(b"".join(file_requests(tag, data, MAX_PAYLOAD)),
+    frames = link.exchange(b"".join(file_requests(tag, data, MAX_PAYLOAD,
+                                                  link_bytes=link.link_bytes, core=core)),
                            lambda fr: any(f.opcode == Opcode.JPEG_END for f in fr))
     mine = [f for f in frames if f.tag == tag]
     assert mine[-1].opcode == Opcode.JPEG_END and len(mine[-1].payload) == 14
     assert all(f.opcode == Opcode.JPEG_DATA and f.status == Status.OK for f in mine[:-1])
     assert all(len(f.payload) <= REPLY_PAYLOAD for f in mine)
-    status, zero, width, height, cycles, _ = struct.unpack("<BBHHII", mine[-1].payload)
-    assert zero == 0
+    assert mine[-1].payload[1] == 0
+    status, width, height, cycles, _ = parse_end(mine[-1].payload)
     return status, width, height, cycles, b"".join(f.payload for f in mine[:-1])
 
 
@@ -89,7 +94,8 @@ def _retried(link, decoder, first, count, tries=50):
     for attempt in range(tries):
         tag = 500 + attempt
         frames = link.exchange(encode_frame(Opcode.READ_REGS, tag,
-                                            struct.pack("<HH", first, count)),
+                                            struct.pack("<HH", first, count),
+                                            link_bytes=link.link_bytes),
                                until=None, decoder=decoder)
         while chunk := link.read(timeout=0.5):
             frames += decoder.feed(chunk)
@@ -105,30 +111,83 @@ def _retried(link, decoder, first, count, tries=50):
 def test_registers_and_ping_default_build(default_build):
     with SimBoard("tcp") as board:
         assert board.device.startswith("tcp:127.0.0.1:")
+        assert board.device.endswith(f"?link_bytes={DEFAULTS['link_bytes']}")
         with connect(board.device) as link:
-            frames = link.exchange(encode_frame(Opcode.PING, 3, b"hello board"),
+            assert link.link_bytes == DEFAULTS["link_bytes"] == 32
+            frames = link.exchange(encode_frame(Opcode.PING, 3, b"hello board", link_bytes=32),
                                    lambda fr: len(fr) == 1)
             assert (frames[0].opcode, frames[0].tag, frames[0].payload) == (
                 Opcode.PING, 3, b"hello board")
             regs = {Register(k): v for k, v in enumerate(_regs(link, Register.VERSION, 8))}
+            width, fifo = _regs(link, Register.LINK_WIDTH, 2)
     assert regs[Register.VERSION] == VERSION
-    assert regs[Register.CORES] == 1
+    assert regs[Register.CORES] == DEFAULTS["cores"] == 2
+    assert (width, fifo) == (32, DEFAULTS["input_fifo_bytes"])
     assert (regs[Register.MAX_WIDTH], regs[Register.MAX_HEIGHT]) == (4096, 65535)
     assert regs[Register.ARRAY] != 0 and regs[Register.LINK_BYTES] == 32
     assert (regs[Register.MAX_PAYLOAD], regs[Register.REPLY_PAYLOAD]) == (MAX_PAYLOAD,
                                                                           REPLY_PAYLOAD)
     assert board.stats["cycles"] > 0 and board.stats["bytes_in"] > 0
-    assert board.stats["bytes_out"] > 0
+    assert board.stats["bytes_out"] > 0 and board.stats["bytes_in"] % 32 == 0
 
 
-def test_real_jpeg_default_build(default_build):
-    """scikit-image's rocket.jpg (a real camera file, 640 x 427) on the default build."""
-    data = dict(jpeg_corpus.shipped_jpegs())["rocket.jpg"]
+def test_real_jpegs_on_both_cores_default_build(default_build):
+    """scikit-image's real camera files on the default build, on each core."""
+    shipped = dict(jpeg_corpus.shipped_jpegs())
     with SimBoard("tcp", exit_on_disconnect=True) as board:
         with connect(board.device) as link:
-            _check_image(_decode(link, data), data)
+            for core, name in enumerate(["rocket.jpg", "hubble_deep_field.jpg"]):
+                data = shipped[name]
+                _check_image(_decode(link, data, tag=100 + core, core=core), data)
+            images = _regs(link, Register.JPEG_IMAGES, 2)
         board.wait(timeout=120)
-    assert board.returncode == 0
+    assert board.returncode == 0 and images == (1, 1)
+
+
+@pytest.mark.parametrize("fault", ["corrupt", "drop"])
+def test_fault_injection_wide_link(default_build, photo, fault):
+    """At 32 bytes a clock: flipped bits and lost beats on the way in and out.  Requests
+    are refused or dropped, replies arrive damaged or not at all, and the board keeps going:
+    after the storm, a file decodes bit-exact and the registers answer."""
+    pings = [encode_frame(Opcode.PING, 1000 + k, bytes([k % 251]) * 200, link_bytes=32)
+             for k in range(150)]
+    files = b"".join(b"".join(file_requests(2000 + k, photo, MAX_PAYLOAD, link_bytes=32,
+                                            core=k % 2)) for k in range(4))
+    with SimBoard("tcp", **{fault: 0.0005}, seed=7) as board:
+        with connect(board.device) as link:
+            decoder = FrameDecoder(max_length=REPLY_PAYLOAD, link_bytes=32)
+            frames = link.exchange(b"".join(pings) + files, until=None, decoder=decoder)
+            while chunk := link.read(timeout=3.0):          # until the board falls quiet
+                frames += decoder.feed(chunk)
+            good = [f for f in frames if f.opcode == Opcode.PING and f.status == Status.OK]
+            assert all(f.payload == bytes([(f.tag - 1000) % 251]) * 200 for f in good)
+            assert len(good) < len(pings) or decoder.bad_payloads
+            crc_errors, header_errors = _retried(link, decoder, Register.CRC_ERRORS, 2)
+            assert crc_errors + header_errors > 0
+            # the next file on each core: bit-exact or visibly damaged, never another's
+            board_stats = None
+            for core in (0, 1):
+                for attempt in range(20):
+                    tag = 3000 + 10 * core + attempt
+                    frames = link.exchange(b"".join(file_requests(tag, photo, MAX_PAYLOAD,
+                                                                  link_bytes=32, core=core)),
+                                           until=None, decoder=decoder)
+                    deadline = time.monotonic() + 20
+                    while time.monotonic() < deadline and not any(
+                            f.tag == tag and f.opcode == Opcode.JPEG_END for f in frames):
+                        frames += decoder.feed(link.read(timeout=0.5))
+                    mine = [f for f in frames if f.tag == tag]
+                    if mine and mine[-1].opcode == Opcode.JPEG_END and all(
+                            f.status == Status.OK for f in mine) and mine[-1].payload[0] == 0:
+                        pixels = b"".join(f.payload for f in mine[:-1])
+                        want = simplejpeg.decode_jpeg(photo, colorspace="RGB", fastdct=False,
+                                                      fastupsample=False)
+                        if pixels == want.tobytes():
+                            break
+                else:
+                    pytest.fail(f"core {core} never decoded the photo again")
+    stats = board.stats
+    assert stats[{"corrupt": "corrupted", "drop": "dropped"}[fault]] > 0
 
 
 # ---- The transports -----------------------------------------------------------------------------

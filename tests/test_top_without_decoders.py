@@ -20,8 +20,9 @@ pytestmark = [pytest.mark.slow]
 
 def _preset_board(name):
     p = BOARDS[name]
+    # (the boards' byte-wide link, here over TCP)
     return SimBoard(link="tcp", cores=p.cores, conv=p.conv or False, max_width=p.max_width,
-                    max_payload=p.max_payload, reply_payload=p.reply_payload)
+                    max_payload=p.max_payload, reply_payload=p.reply_payload, link_bytes=1)
 
 
 def _refuses_jpeg(device):

@@ -1,6 +1,7 @@
 """Transports: clear errors when a device cannot be reached, bytes both ways when it can."""
 
 import os
+import select
 import socket
 
 import pytest
@@ -50,6 +51,8 @@ def test_xdma_pipes_carry_bytes(tmp_path):
         with XdmaTransport(str(base)) as t:
             assert t.reliable
             assert t.send(b"abc") == 3
+            # (the writer thread writes it: wait on the card's side, as its DMA would)
+            assert select.select([card_in], [], [], 5.0)[0]
             assert os.read(card_in, 10) == b"abc"
             os.write(card_out, b"xyz")
             assert t.wait(False, 2.0)
@@ -92,3 +95,46 @@ def test_only_serial_links_lack_flow_control():
     from dlforge.host.transport import SerialTransport, Transport
     assert Transport.flow_control and TcpTransport.flow_control and XdmaTransport.flow_control
     assert not SerialTransport.flow_control          # a board's UART: no CTS wired
+
+
+def test_xdma_threads_move_more_than_a_pipe_holds_and_never_poll(tmp_path, monkeypatch):
+    """The driver's files block and cannot be polled: a megabyte each way through pipes of
+    64 KiB, with poll and select unavailable to the transport."""
+    import threading
+    base = tmp_path / "card"
+    os.mkfifo(f"{base}_h2c_0")
+    os.mkfifo(f"{base}_c2h_0")
+    card_in = os.open(f"{base}_h2c_0", os.O_RDWR)
+    card_out = os.open(f"{base}_c2h_0", os.O_RDWR)
+    payload = os.urandom(1 << 20)
+    got_by_card = bytearray()
+
+    def card():                         # echoes what it reads, as blocking calls
+        while len(got_by_card) < len(payload):
+            data = os.read(card_in, 1 << 16)
+            got_by_card.extend(data)
+            os.write(card_out, data)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the XDMA transport polled")
+
+    echo = threading.Thread(target=card, daemon=True)
+    echo.start()
+    try:
+        with XdmaTransport(str(base), queue_bytes=256 << 10) as t:
+            monkeypatch.setattr(select, "poll", forbidden)
+            monkeypatch.setattr(select, "select", forbidden)
+            sent, back = 0, bytearray()
+            buf = memoryview(bytearray(100_000))
+            while len(back) < len(payload):
+                if sent < len(payload):
+                    sent += t.send(memoryview(payload)[sent:])
+                n = t.recv_into(buf)
+                back += buf[:n]
+                if not n:
+                    t.wait(sent < len(payload), 1.0)
+            assert bytes(back) == payload and bytes(got_by_card) == payload
+    finally:
+        echo.join(5)
+        os.close(card_in)
+        os.close(card_out)

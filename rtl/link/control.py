@@ -7,7 +7,9 @@ request's opcode.
 
 Frames whose opcode is in ``data_opcodes`` are not answered here: their beats leave on
 ``data`` (checked frames only) for the data path (decoder cores, convolution engine), which
-answers through ``reply``.  ``regs`` are the register values (``Register`` numbers index
+answers through ``reply``; what the data path refuses after the checks here (a file's
+frame out of sequence, ``Status.GAP``) comes back on ``refuse`` and is answered here too.  Every stream is ``link_bytes`` (W) bytes a beat; a reply's
+payload is ``ceil(length / W)`` beats.  ``regs`` are the register values (``Register`` numbers index
 them; unlisted registers read 0); ``reset`` pulses when 1 is written to ``Register.RESET``.
 """
 
@@ -15,9 +17,9 @@ from amaranth import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .frame_rx import FrameHeader, FrameReceiver, rx_beat_layout
+from .frame_rx import ErrorEvent, FrameHeader, FrameReceiver, rx_beat_layout
 from .frame_tx import FrameSender
-from .protocol import MAX_PAYLOAD, Opcode, Register, Status
+from .protocol import MAX_PAYLOAD, Opcode, Register, Status, payload_beats
 
 __all__ = ["LinkControl", "REGISTERS", "MAX_READ"]
 
@@ -26,15 +28,17 @@ MAX_READ = 64           # registers per READ_REGS
 
 
 class LinkControl(wiring.Component):
-    def __init__(self, data_opcodes=(), max_payload=MAX_PAYLOAD):
+    def __init__(self, data_opcodes=(), max_payload=MAX_PAYLOAD, link_bytes=1):
         self.data_opcodes = tuple(int(op) for op in data_opcodes)
-        self.max_payload = max_payload
+        self.max_payload, self.link_bytes = max_payload, link_bytes
+        w = link_bytes
         super().__init__({
-            "i": In(stream.Signature(8)),
-            "o": Out(stream.Signature(8)),
-            "data": Out(stream.Signature(rx_beat_layout())),
+            "i": In(stream.Signature(8 * w)),
+            "o": Out(stream.Signature(8 * w)),
+            "data": Out(stream.Signature(rx_beat_layout(w))),
             "reply_header": In(stream.Signature(FrameHeader)),
-            "reply": In(stream.Signature(8)),
+            "reply": In(stream.Signature(8 * w)),
+            "refuse": In(stream.Signature(ErrorEvent)),
             "regs": In(data.ArrayLayout(32, REGISTERS)),
             "reset": Out(1),
             "header_errors": Out(32),
@@ -43,8 +47,10 @@ class LinkControl(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.rx = rx = FrameReceiver(self.max_payload)
-        m.submodules.tx = tx = FrameSender()
+        w = self.link_bytes
+        shift = (w - 1).bit_length()
+        m.submodules.rx = rx = FrameReceiver(self.max_payload, w)
+        m.submodules.tx = tx = FrameSender(w)
         wiring.connect(m, tx.o, wiring.flipped(self.o))
         m.d.comb += [rx.i.valid.eq(self.i.valid), rx.i.payload.eq(self.i.payload),
                      self.i.ready.eq(rx.i.ready),
@@ -59,11 +65,16 @@ class LinkControl(wiring.Component):
                 m.d.comb += is_data.eq(1)
 
         request = Signal(FrameHeader)       # the frame being answered
-        args = Signal(48)                   # READ_REGS / WRITE_REG payload bytes
+        arg_beats = payload_beats(6, w)
+        args = Signal(8 * w * arg_beats)    # READ_REGS / WRITE_REG payload bytes (the first 6)
         count = Signal(range(max(self.max_payload, 8) + 1))
         reg_index = Signal(6)
         reg_left = Signal(range(MAX_READ + 1))
-        byte_index = Signal(2)
+        # READ_REGS answers: a register a clock into beats (W >= 4: W/4 registers a beat;
+        # W = 1: a register is 4 beats)
+        per_beat = max(w // 4, 1)
+        beat_regs = Signal(32 * per_beat)
+        slot = Signal(range(max(per_beat, 4)))
         error_status = Signal(8)
         error_opcode = Signal(8)
         reg_value = Signal(32)
@@ -74,20 +85,21 @@ class LinkControl(wiring.Component):
         # for room in a core must not keep that core's replies (which free the room) from
         # going out.
         req_header = stream.Signature(FrameHeader).create(path=("req_header",))
-        req_payload = stream.Signature(8).create(path=("req_payload",))
+        req_payload = stream.Signature(8 * w).create(path=("req_payload",))
         owner_left = Signal(32)             # payload bytes of the frame still to pass
         with m.FSM(name="sender"):
             with m.State("FREE"):
                 with m.If(self.reply_header.valid):
                     wiring.connect(m, wiring.flipped(self.reply_header), tx.header)
                     with m.If(tx.header.ready):
-                        m.d.sync += owner_left.eq(self.reply_header.payload.length)
+                        m.d.sync += owner_left.eq(
+                            (self.reply_header.payload.length + w - 1) >> shift)
                         with m.If(self.reply_header.payload.length != 0):
                             m.next = "REPLY"
                 with m.Elif(req_header.valid):
                     wiring.connect(m, req_header, tx.header)
                     with m.If(tx.header.ready):
-                        m.d.sync += owner_left.eq(req_header.payload.length)
+                        m.d.sync += owner_left.eq((req_header.payload.length + w - 1) >> shift)
                         with m.If(req_header.payload.length != 0):
                             m.next = "ANSWER"
             with m.State("REPLY"):
@@ -107,7 +119,7 @@ class LinkControl(wiring.Component):
             m.d.comb += [req_header.valid.eq(1), req_header.payload.opcode.eq(opcode),
                          req_header.payload.status.eq(status),
                          req_header.payload.tag.eq(request.tag),
-                         req_header.payload.length.eq(length)]
+                         req_header.payload.length.eq(length), req_header.payload.seq.eq(0)]
 
         with m.FSM(name="control"):
             with m.State("IDLE"):
@@ -116,6 +128,12 @@ class LinkControl(wiring.Component):
                     m.d.sync += [request.tag.eq(rx.err.payload.tag),
                                  error_status.eq(rx.err.payload.status),
                                  error_opcode.eq(rx.err.payload.opcode)]
+                    m.next = "ERROR_HEADER"
+                with m.Elif(self.refuse.valid):
+                    m.d.comb += self.refuse.ready.eq(1)
+                    m.d.sync += [request.tag.eq(self.refuse.payload.tag),
+                                 error_status.eq(self.refuse.payload.status),
+                                 error_opcode.eq(self.refuse.payload.opcode)]
                     m.next = "ERROR_HEADER"
                 with m.Elif(rx.o.valid):
                     m.d.sync += [request.eq(h), count.eq(0), args.eq(0)]
@@ -151,18 +169,20 @@ class LinkControl(wiring.Component):
             with m.State("ARGS"):
                 m.d.comb += rx.o.ready.eq(1)
                 with m.If(rx.o.valid):
-                    with m.If(request.length != 0):
-                        m.d.sync += [args.eq(Cat(args[8:], beat.data)), count.eq(count + 1)]
+                    with m.If((request.length != 0) & (count < arg_beats)):
+                        m.d.sync += [args.word_select(count[:max(arg_beats - 1, 1).bit_length()],
+                                                      8 * w).eq(beat.data),
+                                     count.eq(count + 1)]
                     with m.If(beat.last):
                         m.next = "EXECUTE"
             with m.State("EXECUTE"):
-                # args holds the last six payload bytes, the first of them lowest.
+                # args holds the first six payload bytes, the first of them lowest.
                 read_ok = (request.opcode == Opcode.READ_REGS) & (request.length == 4)
                 write_ok = (request.opcode == Opcode.WRITE_REG) & (request.length == 6)
-                first = args[16:32]
-                n = args[32:48]
+                first = args[:16]
+                n = args[16:32]
                 with m.If(read_ok & (n <= MAX_READ) & (first + n <= REGISTERS)):
-                    m.d.sync += [reg_index.eq(first), reg_left.eq(n), byte_index.eq(0)]
+                    m.d.sync += [reg_index.eq(first), reg_left.eq(n), slot.eq(0)]
                     m.next = "READ_HEADER"
                 with m.Elif(write_ok):
                     register = args[:16]
@@ -182,12 +202,28 @@ class LinkControl(wiring.Component):
                     with m.Else():
                         m.next = "READ"
             with m.State("READ"):
-                m.d.comb += [req_payload.valid.eq(1),
-                             req_payload.payload.eq(reg_value.word_select(byte_index, 8))]
-                with m.If(req_payload.ready):
-                    m.d.sync += byte_index.eq(byte_index + 1)
-                    with m.If(byte_index == 3):
-                        m.d.sync += [reg_index.eq(reg_index + 1), reg_left.eq(reg_left - 1)]
+                if w == 1:
+                    m.d.comb += [req_payload.valid.eq(1),
+                                 req_payload.payload.eq(reg_value.word_select(slot[:2], 8))]
+                    with m.If(req_payload.ready):
+                        m.d.sync += slot.eq(slot + 1)
+                        with m.If(slot == 3):
+                            m.d.sync += [reg_index.eq(reg_index + 1),
+                                         reg_left.eq(reg_left - 1)]
+                            with m.If(reg_left == 1):
+                                m.next = "IDLE"
+                else:
+                    # gather W/4 registers (or the last ones), then send the beat
+                    gathered = Signal(32 * per_beat)
+                    m.d.comb += gathered.eq(beat_regs)
+                    m.d.comb += gathered.word_select(slot, 32).eq(reg_value)
+                    done = (reg_left == 1) | (slot == per_beat - 1)
+                    m.d.comb += [req_payload.valid.eq(done), req_payload.payload.eq(gathered)]
+                    with m.If(~done | req_payload.ready):
+                        m.d.sync += [beat_regs.eq(gathered), slot.eq(slot + 1),
+                                     reg_index.eq(reg_index + 1), reg_left.eq(reg_left - 1)]
+                        with m.If(done):
+                            m.d.sync += [beat_regs.eq(0), slot.eq(0)]
                         with m.If(reg_left == 1):
                             m.next = "IDLE"
             with m.State("WRITE_HEADER"):

@@ -1,15 +1,18 @@
-"""The frame receiver: link bytes in, checked frames out (store and forward).
+"""The frame receiver: link beats in (``link_bytes`` W bytes a clock), checked frames out
+(store and forward).
 
 A frame's payload goes into one of two slots while its CRC-32 runs; only when the CRC matches
 is the slot handed on, so nothing downstream ever acts on a damaged frame, and the next frame
 is received while the previous one is replayed.  A frame whose payload CRC fails is reported
-on ``err`` with its tag (the host resends it); a header whose CRC-16 fails, or whose length is
-above ``max_payload``, is dropped and the receiver hunts for the next magic from the byte
-after the header (a frame starting inside a dropped header is lost too, and the host's
-timeout resends it).  Frame layout: :mod:`.protocol`.
+on ``err`` with its tag (the host resends it).  The header is checked in a window of its
+beats that slides one beat at a time: a window without the magic, with a bad CRC-16 or with a
+length above ``max_payload`` is not a frame start, so after any damage the receiver finds the
+next frame at the next beat where one begins.  Frame layout and the padding of wide links:
+:mod:`.protocol`.
 
-Output beats carry the frame's opcode, status, tag and length with every payload byte;
-``last`` marks the final byte.  A frame without payload is one beat with ``length`` 0.
+Output beats carry W payload bytes (the last beat of a frame holds ``length % W`` real bytes
+when that is not 0, the rest padding), ``last`` on the frame's final beat, and the frame's
+header with every beat.  A frame without payload is one beat with ``length`` 0.
 """
 
 from amaranth import Cat, Module, Signal
@@ -18,119 +21,123 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .crc import CRC16, CRC32, Crc
-from .protocol import MAGIC, MAX_PAYLOAD, Status
+from .crc import CRC16, CRC32, Crc, crc_of
+from .protocol import (HEADER_BYTES, LINK_WIDTHS, MAGIC, MAX_PAYLOAD, Status, header_beats,
+                       trailer_beats)
 
-__all__ = ["FrameReceiver", "FrameHeader", "rx_beat_layout", "ErrorEvent"]
+__all__ = ["FrameReceiver", "FrameHeader", "rx_beat_layout", "ErrorEvent", "header_fields"]
 
-FrameHeader = data.StructLayout({"opcode": 8, "status": 8, "tag": 16, "length": 32})
+#: Header bytes 2..9 (:mod:`.protocol`): the length is 24 bits, then the frame's number.
+FrameHeader = data.StructLayout({"opcode": 8, "status": 8, "tag": 16, "length": 24,
+                                 "seq": 8})
 ErrorEvent = data.StructLayout({"status": 8, "opcode": 8, "tag": 16})
 
 
-def rx_beat_layout():
-    return data.StructLayout({"data": 8, "last": 1, "header": FrameHeader})
+def rx_beat_layout(link_bytes=1):
+    return data.StructLayout({"data": 8 * link_bytes, "last": 1, "header": FrameHeader})
+
+
+def header_fields(window):
+    """(magic ok, header CRC ok, FrameHeader view) of the first 12 bytes of ``window``."""
+    fields = window[16:80]
+    magic_ok = window[:16] == int.from_bytes(MAGIC, "little")
+    crc_ok = window[80:96] == crc_of(CRC16, fields, 8)
+    return magic_ok, crc_ok, FrameHeader(fields)
 
 
 class FrameReceiver(wiring.Component):
-    i: In(stream.Signature(8))
-    o: Out(stream.Signature(rx_beat_layout()))
-    err: Out(stream.Signature(ErrorEvent))
-    header_errors: Out(32)
-    crc_errors: Out(32)
-    frames: Out(32)
-
-    def __init__(self, max_payload=MAX_PAYLOAD):
-        if max_payload < 1 or max_payload & (max_payload - 1):
+    def __init__(self, max_payload=MAX_PAYLOAD, link_bytes=1):
+        if max_payload < 1 or max_payload & (max_payload - 1) or link_bytes not in LINK_WIDTHS \
+                or max_payload < link_bytes:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
-            raise ValueError(f"max_payload must be a power of two, not {max_payload}")
-        self.max_payload = max_payload
-        super().__init__()
+            raise ValueError(f"max_payload must be a power of two of at least link_bytes "
+                             f"{LINK_WIDTHS}, not {max_payload} (link_bytes {link_bytes})")
+        self.max_payload, self.link_bytes = max_payload, link_bytes
+        super().__init__({
+            "i": In(stream.Signature(8 * link_bytes)),
+            "o": Out(stream.Signature(rx_beat_layout(link_bytes))),
+            "err": Out(stream.Signature(ErrorEvent)),
+            "header_errors": Out(32),
+            "crc_errors": Out(32),
+            "frames": Out(32),
+        })
 
     def elaborate(self, platform):
         m = Module()
-        depth = self.max_payload
-        m.submodules.hcrc = hcrc = Crc(CRC16)
-        m.submodules.pcrc = pcrc = Crc(CRC32)
-        m.submodules.store = store = Memory(shape=8, depth=2 * max(depth, 1), init=[])
+        w = self.link_bytes
+        shift = (w - 1).bit_length()                  # log2 W
+        depth = self.max_payload // w                 # beats of one slot
+        hb, tb = header_beats(w), trailer_beats(w)
+        m.submodules.pcrc = pcrc = Crc(CRC32, w)
+        m.submodules.store = store = Memory(shape=8 * w, depth=2 * depth, init=[])
         wp = store.write_port()
         rp = store.read_port()
 
+        beat = self.i.payload
+        take = self.i.valid & self.i.ready
+        # The header window: the last hb beats, oldest lowest (so its bytes are in link order).
+        window = Signal(8 * w * hb)
+        filled = Signal(range(hb + 1))
+        magic_ok, crc_ok, fields = header_fields(window)
+        len_bits = self.max_payload.bit_length()      # a checked length fits these bits
+        length_ok = fields.length <= self.max_payload
+        frame_start = (filled == hb) & magic_ok & crc_ok & length_ok
+        bad_header = (filled == hb) & magic_ok & ~(crc_ok & length_ok)
+
         header = Signal(FrameHeader)
-        fields = Signal(64)                 # bytes 2..9 as they arrive (first byte lowest)
-        count = Signal(range(max(depth, 12) + 1))
-        len_bits = max(depth, 1).bit_length()     # a checked payload length fits these bits
-        check = Signal(32)                  # the CRC bytes received
+        beats = Signal(range(depth + 1))              # payload beats of the frame
+        count = Signal(range(max(depth, tb) + 1))
+        trailer = Signal(8 * w * tb)
         slot_full = [Signal(name=f"slot_full{n}") for n in range(2)]
         slot_header = [Signal(FrameHeader, name=f"slot_header{n}") for n in range(2)]
         w_slot = Signal()
-        byte = self.i.payload
-        take = self.i.valid & self.i.ready
-
-        m.d.comb += [hcrc.data.eq(byte), pcrc.data.eq(byte)]
+        slot_free = ~Cat(*slot_full).bit_select(w_slot, 1)
+        m.d.comb += pcrc.data.eq(beat)
         with m.If(self.err.valid & self.err.ready):
             m.d.sync += self.err.valid.eq(0)
 
         with m.FSM(name="rx"):
-            with m.State("HUNT0"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(take & (byte == MAGIC[0])):
-                    m.next = "HUNT1"
-            with m.State("HUNT1"):
-                m.d.comb += self.i.ready.eq(1)
+            with m.State("HUNT"):
+                # The window is checked as a whole; while it holds a frame's header no beat is
+                # taken (the next one is the frame's payload).
+                m.d.comb += self.i.ready.eq(~frame_start)
                 with m.If(take):
-                    with m.If(byte == MAGIC[1]):
-                        m.d.comb += hcrc.clear.eq(1)
-                        m.d.sync += count.eq(0)
-                        m.next = "HEADER"
-                    with m.Elif(byte != MAGIC[0]):
-                        m.next = "HUNT0"
-            with m.State("HEADER"):
-                m.d.comb += [self.i.ready.eq(1), hcrc.valid.eq(take)]
-                with m.If(take):
-                    m.d.sync += [fields.eq(Cat(fields[8:], byte)), count.eq(count + 1)]
-                    with m.If(count == 7):
-                        m.d.sync += count.eq(0)
-                        m.next = "HCRC"
-            with m.State("HCRC"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(take):
-                    m.d.sync += [check.eq(Cat(check[8:16], byte)), count.eq(count + 1)]
-                    with m.If(count == 1):
-                        got = Cat(check[8:16], byte)
-                        m.d.sync += [header.eq(fields), count.eq(0)]
-                        length = FrameHeader(fields).length
-                        with m.If((got != hcrc.value) | (length > depth)):
-                            m.d.sync += self.header_errors.eq(self.header_errors + 1)
-                            m.next = "HUNT0"
-                        with m.Else():
-                            m.next = "WAIT_SLOT"
+                    m.d.sync += window.eq(Cat(window[8 * w:], beat) if hb > 1 else beat)
+                    with m.If(filled != hb):
+                        m.d.sync += filled.eq(filled + 1)
+                with m.If(bad_header & take):
+                    m.d.sync += self.header_errors.eq(self.header_errors + 1)
+                with m.If(frame_start):
+                    length = fields.length[:len_bits]
+                    m.d.sync += [header.eq(fields), filled.eq(0), count.eq(0),
+                                 beats.eq((length + w - 1) >> shift)]
+                    m.next = "WAIT_SLOT"
             with m.State("WAIT_SLOT"):
                 # The slot this frame goes into must have been replayed.
-                with m.If(~Cat(*slot_full).bit_select(w_slot, 1)):
+                with m.If(slot_free):
                     m.d.comb += pcrc.clear.eq(1)
-                    with m.If(header.length == 0):
+                    with m.If(beats == 0):
                         m.next = "TRAILER"
                     with m.Else():
                         m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
                 m.d.comb += [self.i.ready.eq(1), pcrc.valid.eq(take),
                              wp.addr.eq(Cat(count[:(depth - 1).bit_length()], w_slot)),
-                             wp.data.eq(byte), wp.en.eq(take)]
+                             wp.data.eq(beat), wp.en.eq(take)]
                 with m.If(take):
                     m.d.sync += count.eq(count + 1)
-                    # (the length was checked against the depth: its low bits are all of it,
-                    # and a narrow compare keeps the adder's path short)
-                    with m.If(count + 1 == header.length[:len_bits]):
+                    with m.If(count + 1 == beats):
                         m.d.sync += count.eq(0)
                         m.next = "TRAILER"
             with m.State("TRAILER"):
                 # No bad-CRC report may be lost: wait until the last one was taken.
                 m.d.comb += self.i.ready.eq(~self.err.valid)
                 with m.If(take):
-                    m.d.sync += [check.eq(Cat(check[8:], byte)), count.eq(count + 1)]
-                    with m.If(count == 3):
+                    got = Cat(trailer[8 * w:], beat) if tb > 1 else beat
+                    m.d.sync += [trailer.eq(got), count.eq(count + 1)]
+                    with m.If(count == tb - 1):
                         m.d.sync += count.eq(0)
-                        with m.If(Cat(check[8:], byte) == pcrc.value):
+                        with m.If(got[:32] == pcrc.value):
                             m.d.sync += [self.frames.eq(self.frames + 1), w_slot.eq(~w_slot)]
                             for n in range(2):
                                 with m.If(w_slot == n):
@@ -141,23 +148,25 @@ class FrameReceiver(wiring.Component):
                                          self.err.payload.status.eq(Status.BAD_CRC),
                                          self.err.payload.opcode.eq(header.opcode),
                                          self.err.payload.tag.eq(header.tag)]
-                        m.next = "HUNT0"
+                        m.next = "HUNT"
 
         # ---- Replay of checked slots, in order, through a small FIFO ---------------------------
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=rx_beat_layout().size, depth=4)
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=rx_beat_layout(w).size, depth=4)
         r_slot = Signal()
-        r_addr = Signal(range(max(depth, 1) + 1))
+        r_addr = Signal(range(depth + 1))
         in_flight = Signal()
         flight_last = Signal()
         flight_header = Signal(FrameHeader)
         current = Signal(FrameHeader)
+        current_beats = Signal(range(depth + 1))
         m.d.comb += current.eq(slot_header[0])
         with m.If(r_slot):
             m.d.comb += current.eq(slot_header[1])
+        m.d.comb += current_beats.eq((current.length[:len_bits] + w - 1) >> shift)
         full = Cat(*slot_full).bit_select(r_slot, 1)
         room = fifo.level + in_flight < 3
         issue = full & room
-        is_last = (current.length[:len_bits] == 0) | (r_addr + 1 == current.length[:len_bits])
+        is_last = (current_beats == 0) | (r_addr + 1 == current_beats)
         m.d.comb += [rp.addr.eq(Cat(r_addr[:(depth - 1).bit_length()], r_slot)), rp.en.eq(1)]
         m.d.sync += [in_flight.eq(issue), flight_last.eq(is_last), flight_header.eq(current)]
         with m.If(issue):
@@ -167,9 +176,9 @@ class FrameReceiver(wiring.Component):
                 for n in range(2):
                     with m.If(r_slot == n):
                         m.d.sync += slot_full[n].eq(0)
-        beat = rx_beat_layout()(fifo.w_data)
-        m.d.comb += [fifo.w_en.eq(in_flight), beat.data.eq(rp.data), beat.last.eq(flight_last),
-                     beat.header.eq(flight_header),
+        out = rx_beat_layout(w)(fifo.w_data)
+        m.d.comb += [fifo.w_en.eq(in_flight), out.data.eq(rp.data), out.last.eq(flight_last),
+                     out.header.eq(flight_header),
                      self.o.valid.eq(fifo.r_rdy), self.o.payload.eq(fifo.r_data),
                      fifo.r_en.eq(self.o.ready)]
         return m

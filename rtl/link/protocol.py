@@ -7,13 +7,27 @@ A frame on the byte stream::
     2      opcode     Opcode (requests) / the request's opcode (responses)
     3      status     0 in requests; Status in responses
     4..5   tag        uint16, chosen by the host; a response carries its request's tag
-    6..9   length     uint32, payload bytes (at most MAX_PAYLOAD)
+    6..8   length     uint24, payload bytes (at most MAX_PAYLOAD)
+    9      seq        the frame's number within its tag, mod 256: a file's chunks (and a
+                      file's reply frames) count 0, 1, 2, ..., so that a frame lost to a
+                      destroyed header leaves a gap its receiver sees (Status.GAP)
     10..11 hcrc       CRC-16/CCITT-FALSE of bytes 2..9: a damaged header is dropped at once
                       instead of making the receiver wait for a wrong length
     ...    payload
     +0..3  crc        CRC-32 (IEEE 802.3, as zlib.crc32) of the payload
 
-Integers are little-endian.  Payloads are bounded so that the receiver can hold a whole one
+Integers are little-endian.
+
+**Wide links** (``link_bytes`` W > 1 bytes per clock: a PCIe card's DMA stream): a frame is
+three sections, each zero-padded to a whole number of W-byte beats, so every field sits at a
+fixed lane and no stage ever shifts bytes across a beat: the header (bytes 0..11, padded to
+``header_beats(W) * W``), the payload (padded to a multiple of W) and the CRC-32 (padded to
+``trailer_beats(W) * W``).  The CRC-32 covers the padded payload section (zlib.crc32 of the
+payload and its zero padding), so the gateware's CRC takes whole beats only.  A frame starts
+on a beat boundary; the receiver hunts for the magic at lanes 0 and 1 of a beat.  At W = 1
+there is no padding: the format is the byte format above.  See docs/protocol.md.
+
+Payloads are bounded so that the receiver can hold a whole one
 and check its CRC before anything acts on it (store and forward): a bad frame is answered
 with an error frame and never reaches a decoder or the engine.  Larger data (a JPEG file, a
 layer's tiles) travel as several frames under one tag (``JPEG_DATA`` chunks, then
@@ -31,7 +45,9 @@ import zlib
 __all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES", "VERSION", "BAUD",
            "Opcode",
            "Register", "Status",
-           "crc16", "crc32", "encode_frame", "file_requests", "FrameDecoder", "Frame", "FrameError"]
+           "crc16", "crc32", "encode_frame", "header_fields", "split_length", "MAX_LENGTH",
+           "REQUEST_CLOSE", "array_word", "parse_array_word", "LINK_WIDTHS", "header_beats", "trailer_beats",
+           "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST", "CORE_SHIFT", "file_requests", "FrameDecoder", "Frame", "FrameError"]
 
 MAGIC = b"\x5a\xa5"
 HEADER_BYTES = 12
@@ -41,6 +57,52 @@ MAX_PAYLOAD = 4096
 #: ``serial:`` transport opens ports at it (3 Mbaud is the FT231X/FT2232H limit that both
 #: development boards' USB bridges reach).
 BAUD = 3_000_000
+
+
+#: The host link widths (bytes per clock) a device can be built with.
+LINK_WIDTHS = (1, 4, 8, 16, 32, 64)
+#: Request status byte of JPEG frames: bit 0 asks for fast upsampling, bits 4..7 name the
+#: decoder core that takes the file (the host spreads files over the cores itself, so that
+#: chunks of files on different cores can interleave on the link).
+REQUEST_FAST = 0x01
+#: A *closer*: a file's final frame sent again during recovery, which ends whatever packet its
+#: core has open and is taken whatever its sequence number.
+REQUEST_CLOSE = 0x02
+CORE_SHIFT = 4
+#: Payload lengths are 24 bits (byte 9 of the header is the frame's sequence number).
+MAX_LENGTH = (1 << 24) - 1
+
+
+def request_status(fast=False, core=0, close=False):
+    """The status byte of a JPEG request frame."""
+    if not 0 <= core < 16:
+        raise ValueError(f"core {core} is not 0..15")
+    return (REQUEST_FAST if fast else 0) | (REQUEST_CLOSE if close else 0) | core << CORE_SHIFT
+
+
+def _check_width(link_bytes):
+    if link_bytes not in LINK_WIDTHS:
+        raise ValueError(f"link_bytes must be one of {LINK_WIDTHS}, not {link_bytes}")
+
+
+def header_beats(link_bytes):
+    """Beats of a frame's header section."""
+    return -(-HEADER_BYTES // link_bytes)
+
+
+def trailer_beats(link_bytes):
+    """Beats of a frame's CRC section."""
+    return -(-TRAILER_BYTES // link_bytes)
+
+
+def payload_beats(length, link_bytes):
+    return -(-length // link_bytes)
+
+
+def frame_bytes(length, link_bytes=1):
+    """Bytes a frame with ``length`` payload bytes takes on a link of ``link_bytes``."""
+    return link_bytes * (header_beats(link_bytes) + payload_beats(length, link_bytes)
+                         + trailer_beats(link_bytes))
 
 
 class Opcode(enum.IntEnum):
@@ -77,12 +139,26 @@ class Register(enum.IntEnum):
     CONV_INPUT_DEPTH = 0x31   # host's tiling planner needs
     CONV_PSUM_DEPTH = 0x32
     CONV_MAX_REDUCTION = 0x33
+    LINK_WIDTH = 0x34       # bytes per clock of the host link (the frame padding, LINK_WIDTHS)
+    INPUT_FIFO = 0x35       # bytes each decoder core's input FIFO holds (the host's credit)
 
 
 MAX_CORES = Register.JPEG_ERRORS - Register.JPEG_IMAGES    # per-core registers: 16 cores
 
 
-VERSION = (0 << 16) | 1
+def array_word(engine):
+    """``Register.ARRAY`` of an engine (an EngineConfig), or 0 for none."""
+    if engine is None:
+        return 0
+    return engine.rows | engine.cols << 8 | engine.simd << 16 | engine.operand_bits << 24
+
+
+def parse_array_word(word):
+    """(rows, cols, simd, operand_bits) of ``Register.ARRAY``, or None for no engine."""
+    return tuple(word >> s & 0xFF for s in (0, 8, 16, 24)) if word else None
+
+
+VERSION = (0 << 16) | 2
 
 
 class Status(enum.IntEnum):
@@ -92,6 +168,7 @@ class Status(enum.IntEnum):
     TOO_LONG = 0x03         # length above MAX_PAYLOAD: the header was dropped
     BAD_REQUEST = 0x04      # a payload of the wrong size for its opcode
     BUSY = 0x05             # no room for the request now: resend later
+    GAP = 0x06              # a JPEG frame out of sequence for its core: one before it was lost
 
 
 class FrameError(ValueError):
@@ -110,84 +187,125 @@ def crc32(data):
     return zlib.crc32(data) & 0xFFFFFFFF
 
 
-def encode_frame(opcode, tag, payload=b"", status=0, max_payload=MAX_PAYLOAD):
-    """The bytes of one frame (``max_payload``: the receiving device's limit)."""
+def header_fields(opcode, status, tag, length, seq=0):
+    """Header bytes 2..9 (opcode, status, tag, length, seq)."""
+    if not 0 <= tag < 1 << 16:
+        raise ValueError(f"tag {tag} is not a uint16")
+    if not 0 <= length <= MAX_LENGTH:
+        raise ValueError(f"a payload of {length} bytes is over the {MAX_LENGTH}-byte limit")
+    return struct.pack("<BBHI", int(opcode), int(status), tag, length | (seq & 0xFF) << 24)
+
+
+def split_length(word):
+    """(length, seq) of header bytes 6..9 read as a uint32."""
+    return word & MAX_LENGTH, word >> 24
+
+
+def encode_frame(opcode, tag, payload=b"", status=0, max_payload=MAX_PAYLOAD, link_bytes=1,
+                 seq=0):
+    """The bytes of one frame (``max_payload``: the receiving device's limit; ``link_bytes``:
+    its link width, which pads the frame's sections to whole beats; ``seq``: the frame's
+    number within its tag)."""
+    _check_width(link_bytes)
     payload = bytes(payload)
     if len(payload) > max_payload:
         raise ValueError(f"payload of {len(payload)} bytes exceeds max_payload ({max_payload})")
-    if not 0 <= tag < 1 << 16:
-        raise ValueError(f"tag {tag} is not a uint16")
-    fields = struct.pack("<BBHI", int(opcode), int(status), tag, len(payload))
-    return (MAGIC + fields + struct.pack("<H", crc16(fields)) + payload
-            + struct.pack("<I", crc32(payload)))
+    fields = header_fields(opcode, status, tag, len(payload), seq)
+    header = MAGIC + fields + struct.pack("<H", crc16(fields))
+    pad = -len(payload) % link_bytes
+    crc = crc32(payload + bytes(pad)) if pad else crc32(payload)
+    trailer = struct.pack("<I", crc)
+    return (header + bytes(-len(header) % link_bytes) + payload + bytes(pad)
+            + trailer + bytes(-len(trailer) % link_bytes))
 
 
-def file_requests(tag, data, max_payload=MAX_PAYLOAD, fast=False):
+def file_requests(tag, data, max_payload=MAX_PAYLOAD, fast=False, link_bytes=1, core=0):
     """A JPEG file as frames: ``JPEG_DATA`` chunks of at most ``max_payload`` bytes and a
-    final, non-empty ``JPEG_END`` chunk, all under ``tag`` (status bit 0: fast upsampling)."""
+    final, non-empty ``JPEG_END`` chunk, all under ``tag`` for decoder core ``core``."""
     chunks = [data[i:i + max_payload] for i in range(0, len(data), max_payload)] or [b""]
+    status = request_status(fast, core)
     return [encode_frame(Opcode.JPEG_END if n == len(chunks) - 1 else Opcode.JPEG_DATA, tag,
-                         chunk, status=int(fast), max_payload=max_payload)
+                         chunk, status=status, max_payload=max_payload, link_bytes=link_bytes,
+                         seq=n)
             for n, chunk in enumerate(chunks)]
 
 
 class Frame:
-    __slots__ = ("opcode", "status", "tag", "payload")
+    __slots__ = ("opcode", "status", "tag", "payload", "seq")
 
-    def __init__(self, opcode, status, tag, payload):
+    def __init__(self, opcode, status, tag, payload, seq=0):
         self.opcode, self.status, self.tag, self.payload = opcode, status, tag, payload
+        self.seq = seq
 
     def __repr__(self):
         return (f"Frame(opcode=0x{self.opcode:02X}, status={self.status}, tag={self.tag}, "
-                f"{len(self.payload)} bytes)")
+                f"seq={self.seq}, {len(self.payload)} bytes)")
 
 
 class FrameDecoder:
     """Bytes in (any chunking), whole frames out; damage is skipped, counted and reported.
 
     ``feed(data)`` returns the frames completed by ``data``.  A damaged header makes the
-    decoder hunt for the next magic one byte later; a payload whose CRC fails is returned as
+    decoder hunt for the next magic one beat later (``link_bytes``: frames start on beat
+    boundaries of the stream); a payload whose CRC fails is returned as
     ``Frame(..., status=Status.BAD_CRC)`` so the caller knows which tag to retry.
     """
 
-    def __init__(self, max_length=MAX_PAYLOAD):
+    def __init__(self, max_length=MAX_PAYLOAD, link_bytes=1):
+        _check_width(link_bytes)
         self.max_length = max_length
+        self.link_bytes = link_bytes
         self.buffer = bytearray()
         self.dropped_bytes = 0
         self.bad_headers = 0
         self.bad_payloads = 0
 
+    def _hunt(self):
+        """The offset of the next candidate frame start, or None."""
+        w = self.link_bytes
+        start = 0
+        while True:
+            start = self.buffer.find(MAGIC, start)
+            if start < 0 or start % w == 0:
+                return None if start < 0 else start
+            start += w - start % w
+
     def feed(self, data):
         self.buffer += data
+        w = self.link_bytes
         frames = []
         while True:
-            start = self.buffer.find(MAGIC)
-            if start < 0:
-                keep = 1 if self.buffer[-1:] == MAGIC[:1] else 0
+            start = self._hunt()
+            if start is None:
+                keep = len(self.buffer) % w if w > 1 else \
+                    (1 if self.buffer[-1:] == MAGIC[:1] else 0)
                 self.dropped_bytes += len(self.buffer) - keep
                 del self.buffer[:len(self.buffer) - keep]
                 return frames
             if start:
                 self.dropped_bytes += start
                 del self.buffer[:start]
-            if len(self.buffer) < HEADER_BYTES:
-                return frames
+            if len(self.buffer) < header_beats(w) * w:
+                return frames                       # (a bad header drops its whole beat)
             fields = bytes(self.buffer[2:10])
             (hcrc,) = struct.unpack_from("<H", self.buffer, 10)
-            opcode, status, tag, length = struct.unpack("<BBHI", fields)
+            opcode, status, tag, word = struct.unpack("<BBHI", fields)
+            length, seq = split_length(word)
             if crc16(fields) != hcrc or length > self.max_length:
                 self.bad_headers += 1
-                self.dropped_bytes += 1
-                del self.buffer[:1]                 # hunt again from the next byte
+                self.dropped_bytes += w
+                del self.buffer[:w]                 # hunt again from the next beat
                 continue
-            total = HEADER_BYTES + length + TRAILER_BYTES
+            total = frame_bytes(length, w)
             if len(self.buffer) < total:
                 return frames
-            payload = bytes(self.buffer[HEADER_BYTES:HEADER_BYTES + length])
-            (crc,) = struct.unpack_from("<I", self.buffer, HEADER_BYTES + length)
+            at = header_beats(w) * w
+            padded = bytes(self.buffer[at:at + payload_beats(length, w) * w])
+            (crc,) = struct.unpack_from("<I", self.buffer, at + len(padded))
             del self.buffer[:total]
-            if crc != crc32(payload):
+            payload = padded[:length]
+            if crc != crc32(padded):
                 self.bad_payloads += 1
-                frames.append(Frame(opcode, Status.BAD_CRC, tag, payload))
+                frames.append(Frame(opcode, Status.BAD_CRC, tag, payload, seq))
             else:
-                frames.append(Frame(opcode, status, tag, payload))
+                frames.append(Frame(opcode, status, tag, payload, seq))

@@ -31,7 +31,18 @@
 #include <unistd.h>
 #include <vector>
 
+#ifndef DLFORGE_LINK_BYTES
+#define DLFORGE_LINK_BYTES 1
+#endif
+
 namespace dma {
+
+// The link's width: every frame section (header, payload, CRC) is zero-padded to whole beats
+// of W bytes and the CRC-32 covers the padded payload (dlforge.rtl.link.protocol).
+constexpr size_t W = DLFORGE_LINK_BYTES;
+constexpr size_t padded(size_t n) { return (n + W - 1) / W * W; }
+constexpr size_t HEADER_SECTION = padded(HEADER_BYTES);
+constexpr size_t TRAILER_SECTION = padded(TRAILER_BYTES);
 
 // zlib's CRC-32 (reflected 0xEDB88320) and binascii.crc_hqx's CRC-16/CCITT from 0xFFFF.
 struct Crc {
@@ -96,19 +107,20 @@ struct Engine {
 
     // From the device: the reply parser.
     enum State { HDR, PAY_PLACE, PAY_PASS, TRL_PLACE, TRL_PASS } state = HDR;
-    uint8_t hdr[HEADER_BYTES];
+    uint8_t hdr[HEADER_SECTION];
     size_t hdr_len = 0;
-    uint8_t trl[TRAILER_BYTES];
+    uint8_t trl[TRAILER_SECTION];
     size_t trl_len = 0;
     uint32_t remaining = 0, run_crc = 0;
+    uint32_t real = 0;                               // payload bytes of the frame (no padding)
     uint16_t frame_tag = 0;
-    struct Place { uint64_t offset = 0, capacity = 0, filled = 0; uint16_t flags = 0; bool on = false; };
+    struct Place { uint64_t offset = 0, capacity = 0, filled = 0; uint32_t frames = 0; uint16_t flags = 0; bool on = false; };
     std::vector<Place> places = std::vector<Place>(65536);
     std::vector<uint8_t> pass;                       // reply bytes for the next BYTES record
     uint64_t rec_notified = 0, ends_unread = 0, progress = 0, desc_notified = 0;
     bool urgent = false;
     uint64_t placed_bytes = 0, placed_frames = 0, descriptors = 0, records = 0;
-    uint64_t bad_crc = 0, overflows = 0, hunted = 0;
+    uint64_t bad_crc = 0, overflows = 0, hunted = 0, gaps = 0;
 
     static constexpr uint32_t MAX_FRAME = 64u << 20;
     static constexpr size_t STEP = 64u << 10;        // reply bytes per parsing step
@@ -238,16 +250,25 @@ struct Engine {
         h[2] = last ? cur.opcode : OP_JPEG_DATA;
         h[3] = cur.status;
         std::memcpy(h + 4, &cur.tag, 2);
-        std::memcpy(h + 6, &n, 4);
+        // bytes 6..8 the length, 9 the frame's number in its file (the descriptor's first
+        // frame's number, then one more a chunk)
+        const uint32_t seq = (cur.seq + uint32_t(cur_pos / chunk)) & 0xFFu;
+        const uint32_t word = n | seq << 24;
+        std::memcpy(h + 6, &word, 4);
         const uint16_t hc = crc.crc16(h + 2, 8);
         std::memcpy(h + 10, &hc, 2);
-        const uint32_t pc = ~crc.update32(0xFFFFFFFFu, payload, n);
+        static const uint8_t zeros[64] = {};
+        const size_t pad = padded(n) - n;
+        const uint32_t pc = ~crc.update32(crc.update32(0xFFFFFFFFu, payload, n), zeros, pad);
         stage.clear();
         stage_pos = 0;
         stage.insert(stage.end(), h, h + HEADER_BYTES);
+        stage.insert(stage.end(), zeros, zeros + (HEADER_SECTION - HEADER_BYTES));
         stage.insert(stage.end(), payload, payload + n);
+        stage.insert(stage.end(), zeros, zeros + pad);
         const uint8_t* t = reinterpret_cast<const uint8_t*>(&pc);
         stage.insert(stage.end(), t, t + TRAILER_BYTES);
+        stage.insert(stage.end(), zeros, zeros + (TRAILER_SECTION - TRAILER_BYTES));
         cur_pos += n;
     }
 
@@ -330,9 +351,17 @@ struct Engine {
     void header_done() {
         const uint8_t opcode = hdr[2];
         std::memcpy(&frame_tag, hdr + 4, 2);
-        std::memcpy(&remaining, hdr + 6, 4);
+        uint32_t word;
+        std::memcpy(&word, hdr + 6, 4);
+        real = word & 0xFFFFFFu;
+        const uint8_t seq = uint8_t(word >> 24);
+        remaining = uint32_t(padded(real));
         Place& pl = places[frame_tag];
         if (opcode == OP_JPEG_DATA && pl.on) {
+            // a file's reply frames count 0, 1, 2, ...: a gap is a frame lost to a destroyed
+            // header, and the image is damaged
+            if (seq != uint8_t(pl.frames)) pl.flags |= FLAG_BAD_CRC, ++gaps;
+            ++pl.frames;
             state = remaining ? PAY_PLACE : TRL_PLACE;
             run_crc = 0xFFFFFFFFu;
             return;
@@ -340,7 +369,7 @@ struct Engine {
         if (opcode == OP_JPEG_END && pl.on) placed_record(uint32_t(R_PLACED), frame_tag);
         if (opcode == OP_JPEG_END) ++ends_unread;
         else urgent = true;
-        pass.insert(pass.end(), hdr, hdr + HEADER_BYTES);
+        pass.insert(pass.end(), hdr, hdr + HEADER_SECTION);
         state = remaining ? PAY_PASS : TRL_PASS;
     }
 
@@ -354,22 +383,25 @@ struct Engine {
                 switch (state) {
                 case HDR: {
                     hdr[hdr_len++] = data[i++];
-                    if (hdr_len == 1 && hdr[0] != FRAME_MAGIC0) {
+                    if (hdr_len == 1 && hdr[0] != FRAME_MAGIC0 && W == 1) {
                         pass.push_back(hdr[0]);
                         hdr_len = 0;
                         ++hunted;
                         urgent = true;
-                    } else if (hdr_len == HEADER_BYTES) {
+                    } else if (hdr_len == HEADER_SECTION) {
                         uint16_t hc;
                         uint32_t len;
                         std::memcpy(&hc, hdr + 10, 2);
                         std::memcpy(&len, hdr + 6, 4);
-                        if (hdr[1] == FRAME_MAGIC1 && crc.crc16(hdr + 2, 8) == hc && len <= MAX_FRAME) {
+                        len &= 0xFFFFFFu;                // (byte 9: the frame's number)
+                        if (hdr[0] == FRAME_MAGIC0 && hdr[1] == FRAME_MAGIC1 &&
+                            crc.crc16(hdr + 2, 8) == hc && len <= MAX_FRAME) {
                             hdr_len = 0;
                             header_done();
-                        } else {                     // not a header: pass one byte, hunt on
-                            pass.push_back(hdr[0]);
-                            std::memmove(hdr, hdr + 1, --hdr_len);
+                        } else {                     // not a header: pass one beat, hunt on
+                            pass.insert(pass.end(), hdr, hdr + W);
+                            hdr_len -= W;
+                            std::memmove(hdr, hdr + W, hdr_len);
                             ++hunted;
                             urgent = true;
                         }
@@ -380,12 +412,15 @@ struct Engine {
                     const size_t k = std::min<size_t>(remaining, stop - i);
                     Place& pl = places[frame_tag];
                     run_crc = crc.update32(run_crc, data + i, k);
+                    // (the padding after the payload's real bytes is checked, not placed)
+                    const size_t kr = std::min<size_t>(k, real);
                     const uint64_t room = pl.capacity - std::min(pl.capacity, pl.filled);
-                    const size_t w = size_t(std::min<uint64_t>(room, k));
+                    const size_t w = size_t(std::min<uint64_t>(room, kr));
                     if (w) std::memcpy(arena + pl.offset + pl.filled, data + i, w);
-                    if (w < k) pl.flags |= FLAG_OVERFLOW, ++overflows;
+                    if (w < kr) pl.flags |= FLAG_OVERFLOW, ++overflows;
                     pl.filled += w;
                     placed_bytes += w;
+                    real -= uint32_t(kr);
                     remaining -= uint32_t(k);
                     i += k;
                     if (!remaining) state = TRL_PLACE;
@@ -401,7 +436,7 @@ struct Engine {
                 }
                 case TRL_PLACE:
                     trl[trl_len++] = data[i++];
-                    if (trl_len == TRAILER_BYTES) {
+                    if (trl_len == TRAILER_SECTION) {
                         uint32_t want;
                         std::memcpy(&want, trl, 4);
                         if (~run_crc != want) places[frame_tag].flags |= FLAG_BAD_CRC, ++bad_crc;
@@ -412,7 +447,7 @@ struct Engine {
                     break;
                 case TRL_PASS:
                     pass.push_back(data[i++]);
-                    if (++trl_len == TRAILER_BYTES) {
+                    if (++trl_len == TRAILER_SECTION) {
                         trl_len = 0;
                         state = HDR;
                     }

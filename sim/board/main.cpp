@@ -73,6 +73,22 @@ static inline void eval_fast(Vdlforge_top* top) { Vdlforge_top___024root___eval(
 #define O_READY o___05Fready
 #define O_PAYLOAD o___05Fpayload
 
+// The host link's width in bytes (the build's link_bytes): the ports carry that many bytes a
+// clock, little-endian, and the byte stream is cut into beats (frames are padded to whole
+// beats, dlforge.rtl.link.protocol).
+#ifndef DLFORGE_LINK_BYTES
+#define DLFORGE_LINK_BYTES 1
+#endif
+constexpr size_t LINK_BYTES = DLFORGE_LINK_BYTES;
+
+template <typename Port> inline void put_beat(Port& port, const uint8_t* bytes) {
+    static_assert(sizeof(Port) >= LINK_BYTES, "the link port is narrower than LINK_BYTES");
+    std::memcpy(&port, bytes, LINK_BYTES);
+}
+template <typename Port> inline void get_beat(const Port& port, uint8_t* bytes) {
+    std::memcpy(bytes, &port, LINK_BYTES);
+}
+
 #ifdef DLFORGE_UART_DIVISOR
 #define UART_MODE 1
 #else
@@ -152,16 +168,22 @@ struct Rng {
 };
 
 // Per-byte drops and single-bit flips, applied in place; returns the bytes kept.
+// On a wide link (LINK_BYTES > 1) drops take whole beats, as a DMA stream loses beats, not
+// bytes; the probability is per byte all the same.
 struct Faults {
     double corrupt = 0, drop = 0;
     Rng rng{1};
     uint64_t dropped = 0, corrupted = 0;
+    uint64_t position = 0;                  // bytes seen, for the beat boundaries
+    bool dropping = false;
     bool active() const { return corrupt > 0 || drop > 0; }
     size_t apply(uint8_t* data, size_t n) {
         size_t kept = 0;
-        for (size_t k = 0; k < n; ++k) {
+        for (size_t k = 0; k < n; ++k, ++position) {
             uint8_t byte = data[k];
-            if (drop > 0 && rng.uniform() < drop) {
+            if (position % LINK_BYTES == 0)
+                dropping = drop > 0 && rng.uniform() < drop * LINK_BYTES;
+            if (dropping) {
                 ++dropped;
                 continue;
             }
@@ -426,7 +448,7 @@ int main(int argc, char** argv) {
     top->rx = 1;                                     // the line idles high
 #else
     top->I_VALID = 0;
-    top->I_PAYLOAD = 0;
+    { const uint8_t zero[LINK_BYTES] = {}; put_beat(top->I_PAYLOAD, zero); }
     top->O_READY = 0;
 #endif
     top->rst = 1;
@@ -484,6 +506,8 @@ int main(int argc, char** argv) {
     uint64_t host_framing = 0, uart_lost = 0;
 #endif
 
+    // A wide link says its width in the device string (the host frames for it).
+    if (LINK_BYTES > 1) link.device += "?link_bytes=" + std::to_string(LINK_BYTES);
     std::printf("DEVICE %s\n", link.device.c_str());
     std::fflush(stdout);
     const double start = now_s();
@@ -639,19 +663,20 @@ int main(int argc, char** argv) {
         }
 #else
         while (n < batch) {
-            const bool valid = in_pos < in_end;
+            const bool valid = in_end - in_pos >= LINK_BYTES;
             top->clk = 0;
             top->I_VALID = valid;
-            if (valid) top->I_PAYLOAD = in[in_pos];
-            top->O_READY = out_len < OUT_CAP;
+            if (valid) put_beat(top->I_PAYLOAD, in + in_pos);
+            top->O_READY = out_len + LINK_BYTES <= OUT_CAP;
             eval_fast(top);
             ++n;
             if (valid && top->I_READY) {
-                ++in_pos;
+                in_pos += LINK_BYTES;
                 took_at = n;
             }
             if (top->O_VALID && top->O_READY) {
-                out[out_len++] = top->O_PAYLOAD;
+                get_beat(top->O_PAYLOAD, out + out_len);
+                out_len += LINK_BYTES;
                 gave_at = n;
             }
             top->clk = 1;

@@ -1,0 +1,242 @@
+"""``dlforge bench device``: what a device delivers at its host interface, from its own
+counters, beside the core fed directly and libjpeg-turbo on one CPU core, in one run.
+
+* ``device_cycles``: the device's CYCLES register read just before the batch's first request
+  and just after its last reply (the two register reads' round trips are inside: the figure
+  can only be pessimistic);
+* ``core_pixels_per_clock``: the same files through one core of the same design whose input
+  and output never wait (a simulated board with one core behind a 64-byte link), from the
+  core's own cycle count in each file's record (first input byte to trailer);
+* ``efficiency``: pixels_per_clock / (cores x core_pixels_per_clock), the brief's 1b;
+* every image is compared with libjpeg-turbo (simplejpeg, islow, fancy upsampling) in the
+  same run; a mismatch or a failed file fails the bench (``ok`` false, exit 1);
+* ``cpu``: libjpeg-turbo's megapixels per second on one core, on the same files;
+* ``worth``: megapixels and ImageNet-size images (500x375) per second of one device at a
+  clock: 250 MHz (a PCIe card's XDMA clock: no Xilinx timing has been measured) and the ECP5
+  decoder core's measured Fmax, and the CPU cores that replaces.
+"""
+
+import hashlib
+import json
+import time
+
+import numpy as np
+
+from ..rtl.link.protocol import Register
+
+__all__ = ["bench_device", "ECP5_CORE_FMAX_MHZ", "XDMA_MHZ", "IMAGENET_PIXELS"]
+
+#: The whole decoder core out of context on an ECP5-85F (README, `dlforge synth jpeg`).
+ECP5_CORE_FMAX_MHZ = 51.2
+#: Xilinx XDMA's AXI clock (a 256-bit stream at 250 MHz is 8 GB/s, PCIe gen3 x8).
+XDMA_MHZ = 250.0
+#: An ImageNet-size photo (500 x 375).
+IMAGENET_PIXELS = 500 * 375
+
+
+def _files(files, corpus, limit):
+    if files:
+        from pathlib import Path
+        named = [(Path(f).name, Path(f).read_bytes()) for f in files]
+    else:
+        from ..sim import jpeg_corpus
+        if corpus == "photos":
+            named = [(f.name, f.data) for f in jpeg_corpus.photo_corpus()]
+        elif corpus == "shipped":
+            named = jpeg_corpus.shipped_jpegs()
+        else:
+            raise ValueError(f"unknown corpus {corpus!r}: photos or shipped")
+    return named[:limit] if limit else named
+
+
+def _reference(named):
+    import simplejpeg
+    return [simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False)
+            for _, data in named]
+
+
+def _run(device, named, expected):
+    """Decode ``named`` on ``device``; returns (cycles between the counter reads, replies,
+    wall seconds, mismatches)."""
+    jobs = [(name, data, False) for name, data in named]
+    start = device.read_regs(Register.CYCLES)[0]
+    began = time.perf_counter()
+    replies = list(device.decode_jpegs(iter(jobs)))
+    wall = time.perf_counter() - began
+    end = device.read_regs(Register.CYCLES)[0]
+    bad = []
+    for (name, _), reply, want in zip(named, replies, expected):
+        if reply.pixels is None or reply.pixels.shape != want.shape \
+                or not np.array_equal(reply.pixels, want):
+            bad.append(f"{name}: {reply.status.name} {reply.error or 'pixels differ'}")
+    return (end - start) & 0xFFFFFFFF, replies, wall, bad
+
+
+def _cpu_rate(named, repeat=3):
+    """libjpeg-turbo on one core: megapixels per second over the files, best of ``repeat``."""
+    import simplejpeg
+    pixels, best = 0, None
+    for _ in range(repeat):
+        began = time.perf_counter()
+        pixels = 0
+        for _, data in named:
+            image = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False,
+                                           fastupsample=False)
+            pixels += image.shape[0] * image.shape[1]
+        took = time.perf_counter() - began
+        best = took if best is None else min(best, took)
+    return pixels / best / 1e6
+
+
+def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes=None,
+                 conv=False, reference=True, **board):
+    """The figures as a dict (see the module docstring); ``conv``: the board with the engine.
+    Builds the simulated boards it needs (minutes the first time)."""
+    from .board import Board
+    from ..sim.sim_board import DEFAULTS
+    cores = DEFAULTS["cores"] if cores is None else cores
+    link_bytes = DEFAULTS["link_bytes"] if link_bytes is None else link_bytes
+    named = _files(files, corpus, limit)
+    expected = _reference(named)
+    pixels = sum(w.shape[0] * w.shape[1] for w in expected)
+    digest = hashlib.sha256(b"".join(hashlib.sha256(d).digest() for _, d in named)).hexdigest()
+    report = {"benchmark": "device",
+              "config": {"device": "sim", "cores": cores, "link_bytes": link_bytes,
+                         "conv": bool(conv), **board},
+              "files_digest": digest[:16], "images": len(named), "pixels": pixels,
+              "checked": "every image bit-exact to libjpeg-turbo (simplejpeg: islow IDCT, "
+                         "fancy upsampling), in this run"}
+    failures = []
+    with Board.simulated("sim", cores=cores, link_bytes=link_bytes, conv=conv,
+                         **board) as device:
+        cycles, replies, wall, bad = _run(device, named, expected)
+        info = device.info()
+    failures += [f"device: {b}" for b in bad]
+    report |= {"device_cycles": cycles, "pixels_per_clock": pixels / cycles,
+               "wall_seconds": round(wall, 2),
+               "decoded_megapixels_per_wall_second": pixels / wall / 1e6,
+               "simulated_cycles_per_second": cycles / wall,
+               "board": info}
+    rows = [{"file": name, "width": int(r.width), "height": int(r.height),
+             "status": r.status.name, "core_cycles_in_device": r.cycles}
+            for (name, _), r in zip(named, replies)]
+    if reference:
+        with Board.simulated("sim", cores=1, link_bytes=64, conv=False,
+                             max_width=board.get("max_width", DEFAULTS["max_width"]),
+                             max_height=board.get("max_height", DEFAULTS["max_height"])) as one:
+            _, direct, _, bad = _run(one, named, expected)
+        failures += [f"reference core: {b}" for b in bad]
+        core_cycles = sum(r.cycles or 0 for r in direct)
+        for row, r in zip(rows, direct):
+            row["core_cycles_direct"] = r.cycles
+            row["core_pixels_per_clock"] = row["width"] * row["height"] / r.cycles \
+                if r.cycles else None
+        report["core_pixels_per_clock"] = pixels / core_cycles
+        report["efficiency"] = report["pixels_per_clock"] / (cores
+                                                             * report["core_pixels_per_clock"])
+        report["core_reference"] = ("the same files through one core behind a 64-byte link "
+                                    "(input and output never wait), the core's own cycles "
+                                    "per file")
+    cpu = _cpu_rate(named)
+    report["cpu"] = {"libjpeg_turbo_megapixels_per_second_one_core": cpu,
+                     "what": "simplejpeg.decode_jpeg, islow, fancy upsampling, best of 3, "
+                             "same files, this machine"}
+    worth = {}
+    for label, mhz in (("xdma_250mhz", XDMA_MHZ), ("ecp5_core_fmax", ECP5_CORE_FMAX_MHZ)):
+        mps = report["pixels_per_clock"] * mhz
+        worth[label] = {"clock_mhz": mhz, "megapixels_per_second": mps,
+                        "imagenet_images_per_second": mps * 1e6 / IMAGENET_PIXELS,
+                        "cpu_cores_replaced": mps / cpu}
+    worth["note"] = ("device rate = measured pixels per clock x clock; no Xilinx timing has "
+                     "been measured, the ECP5 clock is the decoder core's out-of-context "
+                     "Fmax")
+    report["worth"] = worth
+    report["files"] = rows
+    report["failures"] = failures
+    report["ok"] = not failures
+    return report
+
+
+def print_table(report, out):
+    """A readable summary of :func:`bench_device`'s report."""
+    c = report["config"]
+    lines = [f"device: simulated board, {c['cores']} cores, {c['link_bytes']}-byte link"
+             f"{' + engine' if c['conv'] else ''}; {report['images']} images, "
+             f"{report['pixels'] / 1e6:.1f} Mpixels ({report['checked']})",
+             f"device cycles {report['device_cycles']}: {report['pixels_per_clock']:.3f} "
+             f"pixels/clock"]
+    if "efficiency" in report:
+        lines.append(f"one core fed directly: {report['core_pixels_per_clock']:.3f} "
+                     f"pixels/clock; efficiency {report['efficiency']:.3f}")
+    lines.append(f"libjpeg-turbo, one CPU core: "
+                 f"{report['cpu']['libjpeg_turbo_megapixels_per_second_one_core']:.0f} MP/s")
+    for key in ("xdma_250mhz", "ecp5_core_fmax"):
+        w = report["worth"][key]
+        lines.append(f"at {w['clock_mhz']:g} MHz: {w['megapixels_per_second']:.0f} MP/s, "
+                     f"{w['imagenet_images_per_second']:.0f} ImageNet-size images/s, "
+                     f"{w['cpu_cores_replaced']:.2f} CPU cores")
+    lines.append(f"simulator: {report['simulated_cycles_per_second'] / 1e6:.2f} M cycles/s, "
+                 f"{report['decoded_megapixels_per_wall_second']:.2f} decoded MP per wall "
+                 f"second")
+    for f in report["failures"]:
+        lines.append(f"FAILED {f}")
+    print("\n".join(lines), file=out)
+
+
+def main(args):
+    """The command's body: JSON with ``--json``, else the table; exit 1 on a failure."""
+    import sys
+    report = bench_device(args.files or None, corpus=args.corpus or "photos", limit=args.limit,
+                          cores=args.cores, link_bytes=args.link_bytes, conv=args.conv,
+                          reference=not args.no_reference)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_table(report, sys.stdout)
+    return 0 if report["ok"] else 1
+
+
+def bench_conv_device(model="resnet18", names=None, seed=2, **board):
+    """Every convolution layer of ``model`` on the simulated board's engine (random int8
+    tensors, each layer compared with the golden model): the engine's own CONV_CYCLES, the
+    device's CYCLES from before the first word to after the last result, and the cycle
+    model's prediction of the engine fed directly (within 0.2 % of `dlforge bench conv`'s
+    measurements on every ResNet-18 layer, docs/conv-engine.md)."""
+    from .board import Board
+    from .conv_models import resnet18_layers
+    from .conv_run import engine_config, run_conv
+    from ..sim.tb_conv_engine import expected_output, random_tensors
+    if model != "resnet18":
+        raise ValueError(f"unknown model {model!r}: resnet18")
+    layers = [layer for layer in resnet18_layers() if not names or layer.name in names]
+    rng = np.random.default_rng(seed)
+    rows, failures = [], []
+    with Board.simulated("sim", **board) as device:
+        cfg = engine_config(device)
+        info = device.info()
+        for layer in layers:
+            t = random_tensors(layer, cfg, rng)
+            y, r = run_conv(t.x, t.w, t.bias.astype(np.int32), t.multiplier, t.shift,
+                            stride=layer.stride, padding=layer.padding, groups=layer.groups,
+                            relu=layer.relu, pool=layer.pool, residual=t.residual,
+                            device=device)
+            exact = bool(np.array_equal(y[0], expected_output(layer, t)))
+            if not exact:
+                failures.append(f"{layer.name}: differs from the golden model")
+            direct = layer.macs / cfg.macs_per_clock / r["predicted_cycles"]
+            rows.append({"layer": layer.name, "macs": layer.macs, "tiles": r["tiles"],
+                         "predicted_cycles_fed_directly": r["predicted_cycles"],
+                         "engine_cycles": r["cycles"], "device_cycles": r["device_cycles"],
+                         "utilization_fed_directly": round(direct, 4),
+                         "utilization_engine": r["utilization"],
+                         "utilization_device": r["device_utilization"],
+                         "device_vs_direct": round(r["device_utilization"] / direct, 4),
+                         "bit_exact": exact})
+    macs = sum(r["macs"] for r in rows)
+    cycles = sum(r["device_cycles"] for r in rows)
+    return {"benchmark": "conv-device", "board": info, "config": cfg.as_dict(),
+            "checked": "every layer bit-exact to the int8 golden model, in this run",
+            "layers": rows,
+            "network_utilization_device": macs / cfg.macs_per_clock / cycles,
+            "worst_device_vs_direct": min(r["device_vs_direct"] for r in rows),
+            "failures": failures, "ok": not failures}
