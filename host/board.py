@@ -349,10 +349,8 @@ class Board(Device):
             pixels = self.link.place(tag, job.pixel_bytes) if job.pixel_bytes else None
             attempt = _Attempt(tag, job, pixels, core, credit)
             attempt.placed = pixels is not None
-            self.link.post_file(tag, job.data, status, self.max_payload)
-            last = len(job.data) - 1 - (len(job.data) - 1) % self.max_payload
-            attempt.end_frame = (Opcode.JPEG_END, tag, memoryview(job.data)[last:],
-                                 status | REQUEST_CLOSE, last // self.max_payload & 0xFF)
+            seq, tail = self.link.post_file(tag, job.data, status, self.max_payload)
+            attempt.end_frame = (Opcode.JPEG_END, tag, tail, status | REQUEST_CLOSE, seq)
             self._attempts[tag] = attempt
             return []
         attempt = _Attempt(tag, job, None, core, credit)

@@ -244,17 +244,22 @@ class DmaLink(FrameLink):
 
     def post_file(self, tag, data, status, chunk):
         """A file's frames: the engine cuts ``data`` into ``chunk``-byte JPEG_DATA frames, the
-        last one JPEG_END (a long file goes as several descriptors)."""
+        last one JPEG_END (a long file goes as several descriptors).  Returns the last
+        frame's (number, payload): the file's closer."""
         data = memoryview(data)
         quarter = self.transport.src_size // 4         # parts of whole frames, if they fit
         part = quarter // chunk * chunk or quarter
+        seq = 0
         for start in range(0, max(len(data), 1), part):
             piece = data[start:start + part]
             last = start + part >= len(data)
             opcode = Opcode.JPEG_END if last else Opcode.JPEG_DATA
             kind = Desc.FILE_AT if self.by_address else Desc.FILE
-            # (the engine numbers the part's frames from its first chunk's number)
-            self.posts.append((kind, opcode, status, tag, chunk, piece, start // chunk & 0xFF))
+            # (the engine numbers the part's frames on from the frames before it)
+            self.posts.append((kind, opcode, status, tag, chunk, piece, seq & 0xFF))
+            frames = max(1, -(-len(piece) // chunk))
+            seq += frames
+        return (seq - 1) & 0xFF, piece[(frames - 1) * chunk:]
 
     def place(self, tag, nbytes):
         """An array of ``nbytes`` in the arena where the engine puts ``tag``'s pixels, or

@@ -20,7 +20,7 @@ from dlforge.host.decode_service import DecoderService
 from dlforge.host.device import open_device
 from dlforge.host.transport import DeviceGone, DeviceUnreachable, TcpTransport
 from dlforge.sim import jpeg_corpus
-from dlforge.sim.sim_board import SimBoard
+from dlforge.sim.sim_board import DEFAULTS, SimBoard
 from dlforge.sim.tb_conv_engine import expected_output, random_tensors
 
 pytestmark = [pytest.mark.xdist_group("sim_board"), pytest.mark.slow]
@@ -88,7 +88,8 @@ def board():
 
 def test_registers_and_ping(board):
     info = board.info()
-    assert info["cores"] == 1 and info["max_width"] == 4096 and info["engine"] == "8x8x8 int8"
+    assert info["cores"] == DEFAULTS["cores"] and info["max_width"] == 4096
+    assert info["engine"] == "8x8x8 int8" and info["link_bytes"] == DEFAULTS["link_bytes"]
     assert board.ping(b"hello") == b"hello"
     assert board.reply_payload > board.max_payload >= 4096
 
@@ -107,8 +108,9 @@ def test_decode_in_order_with_fallbacks_and_errors(board, upsample):
     assert "UNSUPPORTED_PROGRESSIVE" in results[2].error and results[2].cycles is None
     assert "TRUNCATED" in results[5].error
     after = board.counters()
-    assert after["images"][0] - before["images"][0] == 8      # every file the core saw
-    assert after["errors"][0] - before["errors"][0] == 2
+    # every file the cores saw, spread over them
+    assert sum(after["images"]) - sum(before["images"]) == 8
+    assert sum(after["errors"]) - sum(before["errors"]) == 2
 
 
 def test_convolution_layer_on_the_board(board):
@@ -154,7 +156,9 @@ def test_faults_on_the_serial_path_are_recovered_or_reported():
     """Flipped and dropped bytes in both directions of the pty: every image comes back
     bit-exact or as an error that says what happened; nothing is swapped or lost."""
     files = _photos(10, seed=7)
-    with SimBoard(link="pty", corrupt=3e-6, drop=2e-6, seed=11) as sim:
+    # (rates at which the seeded faults surely strike at a 32-byte link too, where a drop
+    # takes a whole beat)
+    with SimBoard(link="pty", corrupt=1e-5, drop=5e-6, seed=11) as sim:
         with DecoderService(sim.device, timeout=5.0, retries=6) as service:
             results = list(service.decode(files))
             board = service.device

@@ -146,7 +146,7 @@ def test_faults_under_the_engine_are_recovered_or_reported():
     frames void the attempts (the engine forgets their placements: UNPLACE), damaged placed
     payloads fail their CRC in the engine, and every image is bit-exact or reported."""
     files = _photos(10, seed=7)
-    with SimBoard(link="dma", corrupt=3e-6, drop=2e-6, seed=11) as sim:
+    with SimBoard(link="dma", corrupt=1e-5, drop=5e-6, seed=11) as sim:
         with DecoderService(sim.device, timeout=5.0, retries=6) as service:
             results = list(service.decode(files))
             board = service.device
