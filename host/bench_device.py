@@ -218,7 +218,8 @@ def bench_conv_device(model="resnet18", names=None, seed=2, **board):
             t = random_tensors(layer, cfg, rng)
             y, r = run_conv(t.x, t.w, t.bias.astype(np.int32), t.multiplier, t.shift,
                             stride=layer.stride, padding=layer.padding, groups=layer.groups,
-                            relu=layer.relu, pool=layer.pool, residual=t.residual,
+                            relu=layer.relu, pool=layer.pool,
+                            residual=None if t.residual is None else t.residual[None],
                             device=device)
             exact = bool(np.array_equal(y[0], expected_output(layer, t)))
             if not exact:
