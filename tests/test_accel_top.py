@@ -42,14 +42,16 @@ SMALL_ENGINE = {"rows": 2, "cols": 2, "simd": 1, "weight_depth": 64, "input_dept
                 "psum_depth": 32, "link_bytes": 16}
 
 
-@pytest.mark.parametrize("link_bytes", [4, 32, 64])
-def test_wide_link_three_cores_and_the_engine_with_corruption(link_bytes):
-    """W bytes a clock: files of three cores interleaved frame by frame, then layers on the
+# Three cores at the default board's width; two at the narrowest and widest (each build of
+# a multi-core top costs minutes of Verilator and gcc, and the third core adds no new path).
+@pytest.mark.parametrize("link_bytes, cores", [(4, 2), (32, 3), (64, 2)])
+def test_wide_link_several_cores_and_the_engine_with_corruption(link_bytes, cores):
+    """W bytes a clock: files of several cores interleaved frame by frame, then layers on the
     engine (its 16-byte words packed from 4-byte beats, taken from 32-byte beats as they are,
     split from 64-byte beats); payload bytes flipped on the way (refused and resent),
     back-pressure on the output; a frame lost in the middle of a file (refused as a GAP)."""
     from dlforge.rtl.conv.config import EngineConfig
-    m = _run(cores=3, corpus="mixed", limit=12, seed=7, link_bytes=link_bytes,
+    m = _run(cores=cores, corpus="mixed", limit=12, seed=7, link_bytes=link_bytes,
              ready_prob=0.7, corrupt=0.1, conv=SMALL_ENGINE, layers=LAYERS, decode=True,
              gap=True, engine=EngineConfig(**SMALL_ENGINE))
     assert m["files"] == 12 and 0 < m["ok"] < 12 and m["resends"] >= 1

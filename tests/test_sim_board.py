@@ -175,10 +175,14 @@ def test_fault_injection_wide_link(default_build, photo, fault):
                     frames = link.exchange(b"".join(file_requests(tag, photo, MAX_PAYLOAD,
                                                                   link_bytes=32, core=core)),
                                            until=None, decoder=decoder)
+                    # (until its end, or 2 s of silence: a dropped byte may leave no end)
                     deadline = time.monotonic() + 20
                     while time.monotonic() < deadline and not any(
                             f.tag == tag and f.opcode == Opcode.JPEG_END for f in frames):
-                        frames += decoder.feed(link.read(timeout=0.5))
+                        chunk = link.read(timeout=2.0)
+                        if not chunk:
+                            break
+                        frames += decoder.feed(chunk)
                     mine = [f for f in frames if f.tag == tag]
                     if mine and mine[-1].opcode == Opcode.JPEG_END and all(
                             f.status == Status.OK for f in mine) and mine[-1].payload[0] == 0:
