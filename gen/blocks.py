@@ -31,6 +31,7 @@ class Block:
     tb_params: Callable        # (component, **options) -> dict for the testbench
     regression: tuple = field(default_factory=tuple)   # parameter sets of the full regression
     bench: tuple = None        # (testcase, {testbench params}) that measures speed, or None
+    cxx_opt: str = None        # gcc level of its Verilator builds (None: the runner's rule)
 
     def defaults(self):
         return {p.name: p.default for p in self.params}
@@ -177,6 +178,8 @@ def _jpeg_block():
         testbench="dlforge.sim.tb_jpeg_core",
         tb_params=tb_params,
         regression=({}, {"input_bytes": 4}, {"cores": 2}),
+        # (its testbenches decode whole corpora: optimised C++ pays for its longer build)
+        cxx_opt="-Os",
         bench=("decode_files", {"corpus": "photos", "ready_prob": 1.0, "modes": ["fancy"],
                                 "check": False}),
     )

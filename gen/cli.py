@@ -145,7 +145,8 @@ def cmd_bench(args):
         raise ValueError("--model and --layers are for the conv block")
     sim = args.sim or default_simulator()
     result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
-                        params=tb, sim=sim, testcase=testcase, quiet=True)
+                        params=tb, sim=sim, testcase=testcase, quiet=True,
+                        cxx_opt=block.cxx_opt)
     report = {"block": block.name, "parameters": params, "simulator": sim,
               "testbench": block.testbench, "testcase": testcase, "testbench_params": tb,
               "passed": result.passed, **result.metrics}

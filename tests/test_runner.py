@@ -106,3 +106,25 @@ def test_icarus_evaluates_combinational_blocks_at_time_zero(tmp_path):
     shown = subprocess.run(["vvp", "-n", "tb.vvp"], cwd=tmp_path, check=True, capture_output=True,
                            text=True, timeout=60).stdout
     assert "o=5a" in shown
+
+
+def test_big_designs_compile_their_cpp_at_o0_and_the_choice_is_in_the_hash(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.delenv(runner.CXX_OPT_ENV, raising=False)
+    assert runner.choose_cxx_opt(runner.BIG_VERILOG + 1) == "-O0"
+    assert runner.choose_cxx_opt(1000) == "-Os"
+    monkeypatch.setenv(runner.CXX_OPT_ENV, "-O2")
+    assert runner.choose_cxx_opt(runner.BIG_VERILOG + 1) == runner.choose_cxx_opt(10) == "-O2"
+    monkeypatch.setenv(runner.CXX_OPT_ENV, "-O9; rm -rf /")
+    with pytest.raises(ValueError, match="gcc optimisation flag"):
+        runner.choose_cxx_opt()
+    # two levels, two builds (the flag is part of the build folder's hash)
+    monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
+    for level in ("-O0", "-O1"):
+        monkeypatch.setenv(runner.CXX_OPT_ENV, level)
+        assert run_cocotb(narrow(), name="narrow_opt", test_module="dlforge.sim.tb_narrow",
+                          params={"out_lanes": 2, "beats": 20}, quiet=True).passed
+    builds = sorted((tmp_path / "sim").glob("narrow_opt-*/build.log"))
+    assert len(builds) == 2
+    assert {("-O0" in b.read_text(), "-O1" in b.read_text()) for b in builds} == {
+        (True, False), (False, True)}
