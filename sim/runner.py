@@ -56,8 +56,8 @@ def choose_cxx_opt(verilog_chars=0, asked=None):
     flag = (os.environ.get(CXX_OPT_ENV) or asked
             or ("-O0" if verilog_chars > BIG_VERILOG else "-Os"))
     if not re.fullmatch(r"-O[0-3sg]", flag):
-        raise ValueError(f"{CXX_OPT_ENV} must be a gcc optimisation flag such as -O0 or -O2, "
-                         f"not {flag!r}")
+        raise ValueError(f"the C++ level ({CXX_OPT_ENV} or cxx_opt) must be a gcc "
+                         f"optimisation flag such as -O0 or -O2, not {flag!r}")
     return flag
 
 
@@ -155,7 +155,8 @@ def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=Fal
                 except (RuntimeError, SystemExit) as exc:
                     tail = log.read_text()[-6000:] if quiet and log.exists() else ""
                     raise RuntimeError(f"building {name} with {sim} failed: {exc}\n{tail}") from None
-                stamp.write_text(json.dumps({"sim": sim, "flags": build_flags}))
+                stamp.write_text(json.dumps({"sim": sim, "flags": build_flags,
+                                             "make": make_flags}))
             else:
                 _adopt_build(runner, name, build_dir, waves)
         test_dir = Path(tempfile.mkdtemp(prefix="run-", dir=build_dir))
