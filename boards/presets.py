@@ -13,6 +13,7 @@ from amaranth_boards.ulx3s import (ULX3S_12F_Platform, ULX3S_25F_Platform, ULX3S
                                    ULX3S_85F_Platform)
 
 from ..rtl.conv.config import EngineConfig, parse_engine
+from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 
 __all__ = ["BoardPreset", "BOARDS", "board_preset"]
 
@@ -24,8 +25,8 @@ class BoardPreset:
     device: str                     # the FPGA, as its vendor names it
     freq_mhz: float                 # default system clock (the PLL's target)
     cores: int                      # JPEG decoder cores
-    max_width: int = 4096
-    max_height: int = 65535
+    max_width: int = DEFAULT_MAX_WIDTH
+    max_height: int = DEFAULT_MAX_HEIGHT
     max_payload: int = 1024         # request frame payload (two slots in the receiver)
     reply_payload: int = 1024       # reply frame payload (two buffers per core)
     conv: EngineConfig = None

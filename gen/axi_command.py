@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from ..rtl.conv.config import parse_engine
+from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .manifest import describe_shape
 
 __all__ = ["TOP", "add_axi_command", "axi_manifest", "export_axi"]
@@ -145,8 +146,8 @@ def axi_manifest(component, verilog_name=None):
     }
 
 
-def export_axi(out_dir, cores=1, max_width=4096, max_height=65535, max_payload=None,
-               reply_payload=None, conv=None, addr_width=8, link_bytes=1):
+def export_axi(out_dir, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
+               max_payload=None, reply_payload=None, conv=None, addr_width=8, link_bytes=1):
     """Write ``out_dir/dlforge_axi.v`` and ``out_dir/manifest.json``; return (path, manifest)."""
     from amaranth.back import verilog
 
@@ -185,8 +186,10 @@ def add_axi_command(sub):
                                           "shell such as XDMA")
     p.add_argument("-o", "--output", required=True, help="output folder")
     p.add_argument("--cores", type=int, default=1, help="JPEG decoder cores, 0-16 (default 1)")
-    p.add_argument("--max-width", type=int, default=4096, help="widest image (default 4096)")
-    p.add_argument("--max-height", type=int, default=65535, help="tallest image (default 65535)")
+    p.add_argument("--max-width", type=int, default=DEFAULT_MAX_WIDTH,
+                   help=f"widest image (default {DEFAULT_MAX_WIDTH})")
+    p.add_argument("--max-height", type=int, default=DEFAULT_MAX_HEIGHT,
+                   help=f"tallest image (default {DEFAULT_MAX_HEIGHT})")
     p.add_argument("--max-payload", type=int, default=None,
                    help="largest request payload in bytes (default 4096)")
     p.add_argument("--reply-payload", type=int, default=None,

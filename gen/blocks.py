@@ -7,6 +7,8 @@ reports, and the cocotb testbench (with the parameter sets its regression covers
 from dataclasses import dataclass, field
 from typing import Callable
 
+from dlforge.rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
+
 __all__ = ["Param", "Block", "BLOCKS", "get_block"]
 
 
@@ -169,11 +171,12 @@ def _jpeg_block():
         name="jpeg",
         summary="JPEG decoder core: file bytes -> header, RGB888 raster, trailer",
         params=(Param("cores", int, 1, None, "decoder cores behind the dispatcher", short="c"),
-                Param("max_width", int, 4096, None, "widest image (a multiple of 16)", short="w"),
-                Param("max_height", int, 65535, None, "tallest image"),
+                Param("max_width", int, DEFAULT_MAX_WIDTH, None,
+                      "widest image (a multiple of 16)", short="w"),
+                Param("max_height", int, DEFAULT_MAX_HEIGHT, None, "tallest image"),
                 Param("input_bytes", int, 1, (1, 4), "input bytes per beat", short="b")),
-        build=lambda cores=1, max_width=4096, max_height=65535, input_bytes=1: JpegDecoder(
-            cores, max_width, max_height, input_bytes),
+        build=lambda cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
+                     input_bytes=1: JpegDecoder(cores, max_width, max_height, input_bytes),
         facts=facts,
         testbench="dlforge.sim.tb_jpeg_core",
         tb_params=tb_params,

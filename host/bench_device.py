@@ -1,9 +1,8 @@
 """``dlforge bench device``: what a device delivers at its host interface, from its own
 counters, beside the core fed directly and libjpeg-turbo on one CPU core, in one run.
 
-* ``device_cycles``: the device's CYCLES register read just before the batch's first request
-  and just after its last reply (the two register reads' round trips are inside: the figure
-  can only be pessimistic);
+* ``device_cycles``: the device's own span registers (SPAN_START/SPAN_END, in CYCLES): from
+  the arrival of the batch's first request to the departure of its last reply's last byte;
 * ``core_pixels_per_clock``: the same files through one core of the same design whose input
   and output never wait (a simulated board with one core behind a 64-byte link), from the
   core's own cycle count in each file's record (first input byte to trailer);
@@ -21,8 +20,6 @@ import json
 import time
 
 import numpy as np
-
-from ..rtl.link.protocol import Register
 
 __all__ = ["bench_device", "ECP5_CORE_FMAX_MHZ", "XDMA_MHZ", "IMAGENET_PIXELS"]
 
@@ -56,20 +53,20 @@ def _reference(named):
 
 
 def _run(device, named, expected):
-    """Decode ``named`` on ``device``; returns (cycles between the counter reads, replies,
-    wall seconds, mismatches)."""
+    """Decode ``named`` on ``device``; returns (the device's span in cycles, replies, wall
+    seconds, mismatches)."""
     jobs = [(name, data, False) for name, data in named]
-    start = device.read_regs(Register.CYCLES)[0]
+    device.open_span()
     began = time.perf_counter()
     replies = list(device.decode_jpegs(iter(jobs)))
     wall = time.perf_counter() - began
-    end = device.read_regs(Register.CYCLES)[0]
+    cycles = device.span_cycles()
     bad = []
     for (name, _), reply, want in zip(named, replies, expected):
         if reply.pixels is None or reply.pixels.shape != want.shape \
                 or not np.array_equal(reply.pixels, want):
             bad.append(f"{name}: {reply.status.name} {reply.error or 'pixels differ'}")
-    return (end - start) & 0xFFFFFFFF, replies, wall, bad
+    return cycles, replies, wall, bad
 
 
 def _cpu_rate(named, repeat=3):
@@ -199,7 +196,7 @@ def main(args):
 def bench_conv_device(model="resnet18", names=None, seed=2, **board):
     """Every convolution layer of ``model`` on the simulated board's engine (random int8
     tensors, each layer compared with the golden model): the engine's own CONV_CYCLES, the
-    device's CYCLES from before the first word to after the last result, and the cycle
+    device's span from the first word's arrival to the last result's departure, and the cycle
     model's prediction of the engine fed directly (within 0.2 % of `dlforge bench conv`'s
     measurements on every ResNet-18 layer, docs/conv-engine.md)."""
     from .board import Board

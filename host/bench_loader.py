@@ -46,7 +46,7 @@ def bench_loader(files=None, device="sim:dma", repeat=5, passes=8):
 
     The default device is the simulated board behind its DMA link (``sim:dma``, built
     without the convolution engine, which decoding does not use): the host posts each file
-    once and the engine places the pixels (:mod:`dlforge.host.dma`).  The files go as one
+    once and the engine places the pixels (:mod:`dlforge.host.link.dma`).  The files go as one
     stream of ``passes`` rounds, as a loader streams them."""
     from .decode_service import DecoderService
     paths = [Path(f) for f in (files or default_files())]

@@ -36,7 +36,7 @@ Recovery (a serial link can flip, drop or add bytes; TCP and PCIe do not):
 * each file is tried at most ``retries + 1`` times, then reported as an error saying why.
 
 On a link without flow control (a UART board) the :class:`FrameLink` paces the requests
-(``pace``, see :mod:`dlforge.host.link`): one data frame in the device at a time, each
+(``pace``, see :mod:`dlforge.host.link.frame_link`): one data frame in the device at a time, each
 followed by a barrier PING.  Voiding the attempts drops their frames not yet written; the
 silence rule's ping, answered after everything written, also ends the wait for a barrier
 whose answer was lost.
@@ -53,8 +53,8 @@ from ..rtl.link.jpeg_reply import END_RECORD, parse_end
 from ..rtl.link.protocol import (LINK_WIDTHS, MAX_PAYLOAD, REQUEST_CLOSE, VERSION, Opcode,
                                  Register, Status, parse_array_word, request_status)
 from .device import Device, JpegReply
-from .link import FrameLink
-from .transport import DeviceGone, DeviceUnreachable, LinkTimeout
+from .link.frame_link import FrameLink
+from .link.transport import DeviceGone, DeviceUnreachable, LinkTimeout
 
 __all__ = ["Board"]
 
@@ -172,16 +172,16 @@ class Board(Device):
         # At least two files a core and one more, so a core has its next file while it
         # decodes one (the credit rule may still hold files back).  DMA: 32 files in flight,
         # so that the host can sleep until half of them are done: one wake-up per 16 images
-        # (each costs some 80 us of CPU on a VM; host/dma.py)
+        # (each costs some 80 us of CPU on a VM; host/link/dma.py)
         dma = hasattr(self.link, "post_file")
         self.window = window or (max(32, 2 * self.cores + 1) if dma else 2 * self.cores + 1)
 
     @classmethod
     def simulated(cls, spec="sim", **options):
         """Start a private simulated board and connect to it: ``sim`` over a local socket,
-        ``sim:dma`` over shared memory and its DMA engine (:mod:`dlforge.host.dma`)."""
+        ``sim:dma`` over shared memory and its DMA engine (:mod:`dlforge.host.link.dma`)."""
         from ..sim.sim_board import SimBoard
-        from .transport import open_transport
+        from .link.device_string import open_transport
         kind = str(spec).partition(":")[2] or "tcp"
         if kind not in ("tcp", "dma"):
             raise ValueError(f"unknown simulated board {spec!r}: use sim or sim:dma")
@@ -298,6 +298,18 @@ class Board(Device):
 
     def write_reg(self, register, value):
         self._request(Opcode.WRITE_REG, struct.pack("<HI", register, value))
+
+    def open_span(self):
+        """Start the device's own measure of the next batch: from the first byte of its
+        first data request to the last byte of its last reply (``Register.SPAN_START``)."""
+        self.write_reg(Register.SPAN_START, 1)
+
+    def span_cycles(self):
+        """Device clocks from the first data request after :meth:`open_span` to the last
+        data reply so far, from the device's SPAN registers; None before any reply."""
+        start, end = self.read_regs(Register.SPAN_START, 2)
+        cycles = (end - start) & 0xFFFFFFFF
+        return None if cycles >= 1 << 31 else cycles
 
     def counters(self):
         """The device's counters: cycles, link errors, per-core images and errors."""

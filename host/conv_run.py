@@ -88,14 +88,14 @@ def _on_board(board, x, w, bias, multiplier, shift, stride, padding, groups, rel
     lb = cfg.link_bytes
     raw = b"".join(word.to_bytes(lb, "little") for word in words)
     n_out = sum(map(sum, per_image))
-    # the engine's own counter, and the device's clock from before the first word to after the
-    # last result (what the layer costs at the device's host interface)
-    assert Register.CONV_CYCLES == Register.CYCLES + 1
-    start, before = board.read_regs(Register.CYCLES, 2)
+    # the engine's own counter, and the device's span from the first word's arrival to the
+    # last result's departure (what the layer costs at the device's host interface)
+    (before,) = board.read_regs(Register.CONV_CYCLES, 1)
+    board.open_span()
     got = board.conv_exchange(raw, n_out * lb)
+    device_cycles = board.span_cycles()
     (after, error) = board.read_regs(Register.CONV_CYCLES, 1) + board.read_regs(
         Register.CONV_ERROR, 1)
-    (end,) = board.read_regs(Register.CYCLES, 1)
     if error:
         raise RuntimeError(f"{board.name}: the engine reported descriptor error {error}")
     results = [int.from_bytes(got[i:i + lb], "little") for i in range(0, len(got), lb)]
@@ -109,7 +109,6 @@ def _on_board(board, x, w, bias, multiplier, shift, stride, padding, groups, rel
                 scatter_results(layer, cfg, tile, results[position:position + count], y[image])
                 position += count
     cycles = (after - before) & 0xFFFFFFFF
-    device_cycles = (end - start) & 0xFFFFFFFF
     return y, {"device": board.name, "config": cfg.as_dict(), "plan": plan.as_dict(),
                "tiles": len(tiles) * n, "predicted_cycles": plan.cycles * n, "cycles": cycles,
                "utilization": round(utilization(layer, cfg, cycles / n), 4),

@@ -5,7 +5,7 @@ Every device string the commands take (the brief's flow 4) opens here:
 * ``sim`` — start a private simulated board (the accelerator top in Verilator) and talk to
   it over a local socket; it stops when the device is closed.  The default everywhere.
 * ``sim:dma`` — the same board behind shared memory and a DMA engine model: the host
-  neither frames files nor copies images (:mod:`dlforge.host.dma`).
+  neither frames files nor copies images (:mod:`dlforge.host.link.dma`).
 * ``tcp:HOST:PORT`` — a simulated board started by hand (``dlforge sim-board``).
 * ``dma:PATH`` — one started by hand with ``dlforge sim-board --link dma``.
 * ``serial:PORT[@BAUD]`` — a UART-linked board, or a simulated board behind a pty.
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from ..rtl.jpeg.status import JpegStatus
 
 __all__ = ["Device", "CpuDevice", "JpegReply", "open_device", "DEVICE_HELP"]
@@ -42,8 +43,8 @@ class JpegReply:
 class Device:
     """The operations every device offers."""
     name = "device"
-    max_width = 4096
-    max_height = 65535
+    max_width = DEFAULT_MAX_WIDTH
+    max_height = DEFAULT_MAX_HEIGHT
 
     def decode_jpegs(self, jobs):
         """``jobs``: iterable of (key, bytes, fast_upsampling[, (width, height) if known]).
@@ -93,7 +94,7 @@ def open_device(spec="sim", **options):
     if spec == "cpu":
         return CpuDevice()
     from .board import Board
-    from .transport import open_transport
+    from .link.device_string import open_transport
     if spec == "sim" or spec.startswith("sim:"):
         return Board.simulated(spec, **options)
     transport = open_transport(spec, timeout=options.pop("connect_timeout", 10.0))

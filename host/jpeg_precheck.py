@@ -7,6 +7,7 @@ segments up to the first SOS only (a few microseconds), so what needs the entrop
 (a second scan, a bad Huffman code) is still found by the device, whose status decides.
 """
 
+from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from ..rtl.jpeg.status import FRAME_TYPE_STATUS, JpegStatus as S
 
 __all__ = ["precheck"]
@@ -14,7 +15,7 @@ __all__ = ["precheck"]
 _LUMA_FACTORS = {(1, 1), (2, 1), (1, 2), (2, 2)}
 
 
-def precheck(data, max_width=4096, max_height=65535):
+def precheck(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT):
     """``(status, width, height)``: ``JpegStatus.OK`` when the device should take the file.
 
     The width and height are 0 when no SOF was reached.

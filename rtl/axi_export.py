@@ -19,6 +19,7 @@ from amaranth import ClockDomain, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .link.control import REGISTERS
 from .link.protocol import MAX_PAYLOAD, Register, header_beats, trailer_beats
 from .top import AcceleratorTop
@@ -56,9 +57,9 @@ class AxiAccelerator(wiring.Component):
     strobed) does anything, as over the link.
     """
 
-    def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD, *,
-                 conv=None, reply_payload=None, input_fifo_bytes=None, addr_width=8,
-                 link_bytes=1):
+    def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
+                 max_payload=MAX_PAYLOAD, *, conv=None, reply_payload=None,
+                 input_fifo_bytes=None, addr_width=8, link_bytes=1):
         if not 8 <= addr_width <= 32:
             self._MustUse__silence = True
             raise ValueError(f"addr_width must be 8 to 32 (64 registers of 4 bytes), "

@@ -22,6 +22,7 @@ from amaranth.lib.wiring import In, Out
 
 from .conv.engine import ConvEngine
 from .jpeg.core import JpegCore
+from .jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from amaranth import Array, Const, Mux
 from amaranth.lib import data
 
@@ -79,9 +80,9 @@ class CoreFeed(wiring.Component):
 
 
 class AcceleratorTop(wiring.Component):
-    def __init__(self, cores=1, max_width=4096, max_height=65535, max_payload=MAX_PAYLOAD,
-                 input_fifo_bytes=64, conv=None, reply_payload=None, register_port=False,
-                 link_bytes=1):
+    def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
+                 max_payload=MAX_PAYLOAD, input_fifo_bytes=64, conv=None, reply_payload=None,
+                 register_port=False, link_bytes=1):
         # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
         # the link's control plane, to bring up a board's link)
         problem = None
@@ -272,9 +273,20 @@ class AcceleratorTop(wiring.Component):
         # ---- Registers -----------------------------------------------------------------------
         cycles = Signal(32)
         m.d.sync += cycles.eq(cycles + 1)
+        span_open = Signal()
+        span_start, span_end = Signal(32), Signal(32)
+        with m.If(control.written & (control.write_reg == Register.SPAN_START)):
+            m.d.sync += [span_open.eq(1), span_end.eq(cycles)]
+        with m.Else():
+            with m.If(span_open & control.data_start):
+                m.d.sync += [span_open.eq(0), span_start.eq(cycles)]
+            with m.If(control.data_sent):
+                m.d.sync += span_end.eq(cycles)
         regs = control.regs
         m.d.comb += [regs[r].eq(v) for r, v in self.constant_registers().items()]
         m.d.comb += [regs[Register.CYCLES].eq(cycles),
+                     regs[Register.SPAN_START].eq(span_start),
+                     regs[Register.SPAN_END].eq(span_end),
                      regs[Register.CRC_ERRORS].eq(control.crc_errors),
                      regs[Register.HEADER_ERRORS].eq(control.header_errors)]
         for k, core in enumerate(cores):

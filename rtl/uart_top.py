@@ -9,6 +9,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .link.protocol import BAUD
 from .link.uart import UartLink
 from .top import AcceleratorTop
@@ -24,8 +25,8 @@ class UartAccelerator(wiring.Component):
     framing_errors: Out(16)
     overruns: Out(16)
 
-    def __init__(self, clk_hz, *, baud=BAUD, rx_fifo=2048, cores=1, max_width=4096,
-                 max_height=65535, max_payload=1024, reply_payload=1024, conv=None):
+    def __init__(self, clk_hz, *, baud=BAUD, rx_fifo=2048, cores=1, max_width=DEFAULT_MAX_WIDTH,
+                 max_height=DEFAULT_MAX_HEIGHT, max_payload=1024, reply_payload=1024, conv=None):
         self.link = UartLink(clk_hz, baud, fifo_depth=rx_fifo)
         self.divisor = self.link.divisor
         self.accelerator = AcceleratorTop(cores, max_width, max_height, max_payload, conv=conv,

@@ -10,13 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
+from dlforge.rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from dlforge.rtl.jpeg.status import FRAME_TYPE_STATUS, JpegStatus as S
 
 __all__ = ["JpegDecodeError", "Component", "HuffmanTable", "Headers", "parse_headers",
            "DEFAULT_MAX_WIDTH", "DEFAULT_MAX_HEIGHT"]
-
-DEFAULT_MAX_WIDTH = 4096
-DEFAULT_MAX_HEIGHT = 65535
 
 _SOF_KIND = {0xC0: None, 0xC1: None, **FRAME_TYPE_STATUS}
 _LUMA_FACTORS = {(1, 1), (2, 1), (1, 2), (2, 2)}

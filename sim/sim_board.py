@@ -32,6 +32,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
+from ..rtl.link.dma_layout import c_header
 from ..rtl.link.protocol import BAUD, FrameDecoder, Opcode, file_requests
 from .runner import VERILATOR_WAIVERS, build_dir_root
 from .toolpaths import simulator_env
@@ -49,7 +51,6 @@ DMA_ENGINE_SOURCE = BOARD_SOURCE.with_name("dma_engine.h")
 
 def _harness_text():
     """Everything the harness compiles from: main.cpp, the DMA engine, the layout header."""
-    from ..host.dma_layout import c_header
     return "\0".join((BOARD_SOURCE.read_text(), DMA_ENGINE_SOURCE.read_text(), c_header()))
 EXECUTABLE = "sim_board"
 
@@ -164,13 +165,13 @@ MAKE_FLAGS = ("OPT_FAST=-O3", "OPT_GLOBAL=-O2")
 #: every core it evaluates each clock (docs/sim-board.md), and two keep the decoded
 #: megapixels per second of wall time above one; ``input_fifo_bytes`` holds a typical photo
 #: per core, so that the host can hand a core its next file while it decodes one.
-DEFAULTS = {"cores": 2, "conv": True, "max_width": 4096, "max_height": 65535,
-            "max_payload": 16384, "reply_payload": 262144, "link_bytes": 32,
-            "input_fifo_bytes": 262144}
+DEFAULTS = {"cores": 2, "conv": True, "max_width": DEFAULT_MAX_WIDTH,
+            "max_height": DEFAULT_MAX_HEIGHT, "max_payload": 16384, "reply_payload": 262144,
+            "link_bytes": 32, "input_fifo_bytes": 262144}
 #: What a UART build (``uart=N``) changes: the ULX3S preset's frame sizes and receive FIFO.
 #: The host paces a link without flow control to one request frame (plus its barrier PINGs
 #: and a control request) in the device at a time, so ``rx_fifo`` must hold
-#: :func:`dlforge.host.link.paced_bytes` of ``max_payload`` (1123 bytes here; see
+#: :func:`dlforge.host.link.frame_link.paced_bytes` of ``max_payload`` (1123 bytes here; see
 #: docs/runtime.md).
 UART_DEFAULTS = {"max_payload": 1024, "reply_payload": 1024, "rx_fifo": 2048}
 
@@ -321,9 +322,9 @@ def board_key(text, env, params=None):
     return h.hexdigest()[:16]
 
 
-def build_board(cores=DEFAULTS["cores"], conv=True, max_width=4096, max_height=65535,
-                max_payload=None, reply_payload=None, uart=None, rx_fifo=None,
-                link_bytes=None, input_fifo_bytes=None):
+def build_board(cores=DEFAULTS["cores"], conv=True, max_width=DEFAULTS["max_width"],
+                max_height=DEFAULTS["max_height"], max_payload=None, reply_payload=None,
+                uart=None, rx_fifo=None, link_bytes=None, input_fifo_bytes=None):
     """The simulated board's executable for this configuration, built if needed.
 
     ``conv``: with the convolution engine (its default :class:`EngineConfig`), or an
@@ -377,7 +378,6 @@ def _build(folder, text, env, params):
     harness = folder / "main.cpp"
     shutil.copyfile(BOARD_SOURCE, harness)
     shutil.copyfile(DMA_ENGINE_SOURCE, folder / DMA_ENGINE_SOURCE.name)
-    from ..host.dma_layout import c_header
     (folder / "dma_layout.h").write_text(c_header())
     jobs = os.cpu_count() or 1
     if hasattr(os, "sched_getaffinity"):
@@ -409,7 +409,7 @@ class SimBoard:
     """A simulated board program: ``start()`` it, talk to ``.device``, ``stop()`` it.
 
     ``link``: tcp | pty | fifo | dma (shared memory and a DMA engine: ``dma:PATH``, see
-    :mod:`dlforge.host.dma`; ``arena``: its image arena's bytes, ``request_ring``: its
+    :mod:`dlforge.host.link.dma`; ``arena``: its image arena's bytes, ``request_ring``: its
     request ring's).  ``corrupt`` / ``drop``: per-byte probabilities, in both
     directions, of a flipped bit / a lost byte (``seed``).  ``exit_on_disconnect``: the
     program ends when its first TCP client disconnects.  ``port``: TCP port (0: any free).
@@ -616,12 +616,12 @@ class SimBoard:
 
 class BoardLink:
     """Raw frames to a device string over the host runtime's transports
-    (:func:`dlforge.host.transport.open_transport`): ``write``, ``read`` (with a timeout),
+    (:func:`dlforge.host.link.device_string.open_transport`): ``write``, ``read`` (with a timeout),
     ``exchange``, ``close``.  No recovery, no registers: the tests and the benchmark look at
     what the board itself sends."""
 
     def __init__(self, device, timeout=30.0):
-        from ..host.transport import open_transport
+        from ..host.link.device_string import open_transport
         self.device = device
         self.transport = open_transport(device, timeout=timeout)
         self.link_bytes = getattr(self.transport, "link_bytes", 1)

@@ -215,13 +215,14 @@ async def conv_over_the_link(dut):
     lb = cfg.link_bytes
     total_tiles = 0
     for n, spec in enumerate(PARAMS["layers"]):
-        layer = LayerShape(**spec)
+        layer = LayerShape(**(spec | {"kernel": tuple(spec["kernel"])} if "kernel" in spec
+                              else spec))     # (a kernel through JSON is a list)
         tiles = plan_layer(layer, cfg).tiles(cfg)
         t = random_tensors(layer, cfg, nrng)
         parts = layer_words(layer, cfg, tiles, t)
         raw = b"".join(w.to_bytes(lb, "little") for words, _ in parts for w in words)
         tag = 500 + n
-        requests = [frame(Opcode.CONV_WORDS, tag, raw[i:i + max_payload])
+        requests = [frame(Opcode.CONV_WORDS, tag, raw[i:i + max_payload], max_payload=max_payload)
                     for i in range(0, len(raw), max_payload)]
         n_words = sum(count for _, count in parts)
 

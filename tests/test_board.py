@@ -18,7 +18,7 @@ from dlforge.host.conv_plan import LayerShape
 from dlforge.host.conv_run import engine_config, run_conv
 from dlforge.host.decode_service import DecoderService
 from dlforge.host.device import open_device
-from dlforge.host.transport import DeviceGone, DeviceUnreachable, TcpTransport
+from dlforge.host.link.transport import DeviceGone, DeviceUnreachable, TcpTransport
 from dlforge.sim import jpeg_corpus
 from dlforge.sim.sim_board import DEFAULTS, SimBoard
 from dlforge.sim.tb_conv_engine import expected_output, random_tensors

@@ -8,7 +8,7 @@ import pytest
 
 from dlforge.host.conv_plan import PlanError
 from dlforge.host.conv_run import run_conv
-from dlforge.host.transport import DeviceUnreachable
+from dlforge.host.link.transport import DeviceUnreachable
 from dlforge.rtl.conv.config import EngineConfig
 
 # Every simulated board here is the default one (device="sim", config=None): the Verilator
@@ -44,6 +44,10 @@ def test_sim_equals_cpu_on_a_batch_with_every_post_operation():
     # engine's testbench, where words arrive a clock apart).
     assert info["predicted_cycles"] > 0 and info["cycles"] >= 0.9 * info["predicted_cycles"]
     assert 0 < info["utilization"] <= 1
+    # the device's span (first word in to last result out) holds every clock the engine
+    # worked, and is what the interface figures use
+    assert info["cycles"] < info["device_cycles"]
+    assert 0 < info["device_utilization"] < info["utilization"]
 
 
 def test_refusals_are_clear():

@@ -12,8 +12,9 @@ from dlforge.host.conv_plan import LayerShape
 from dlforge.host.conv_run import engine_config, run_conv
 from dlforge.host.decode_service import DecoderService
 from dlforge.host.device import open_device
-from dlforge.host.dma import Arena, DmaTransport
-from dlforge.host.transport import DeviceUnreachable, open_transport
+from dlforge.host.link.device_string import open_transport
+from dlforge.host.link.dma import Arena, DmaTransport
+from dlforge.host.link.transport import DeviceUnreachable
 from dlforge.sim.sim_board import SimBoard
 from dlforge.sim.tb_conv_engine import expected_output, random_tensors
 

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from dlforge.host.dma_layout import (CONTROL_BYTES, DEFAULT_SIZES, DESCRIPTOR, MAGIC, PLACED,
-                                     RECORD_HEADER, VERSION, Desc, Field, Rec, c_header,
-                                     region_offsets)
+from dlforge.rtl.link.dma_layout import (CONTROL_BYTES, DEFAULT_SIZES, DESCRIPTOR, MAGIC,
+                                         PLACED, RECORD_HEADER, VERSION, Desc, Field, Rec,
+                                         c_header, region_offsets)
 from dlforge.rtl.link.protocol import HEADER_BYTES, TRAILER_BYTES, Opcode
 
 

@@ -95,3 +95,39 @@ def test_oversize_length_is_a_header_error(w):
     good = encode_frame(0x10, 7, b"abc", link_bytes=w)
     big = encode_frame(0x10, 8, bytes(300), link_bytes=w)     # above this receiver's 256
     assert _run(big + good, 256, 5, [(0x10, 0, 7, b"abc")], [], w)["header"] == 1
+
+
+@pytest.mark.parametrize("w", [1, 4, 32])
+def test_back_to_back_frames_leave_a_beat_a_clock(w):
+    """With the link and the output always ready, checked frames come out as fast as they
+    arrive: a beat a clock, less only the frames' header and CRC beats and a clock or two
+    per frame (a replay that held back for its FIFO's latency gave three beats in four)."""
+    payload = 64 * w
+    frames = [encode_frame(0x10, n, bytes([n]) * payload, max_payload=payload, link_bytes=w)
+              for n in range(6)]
+    stream = b"".join(frames)
+    beats = [int.from_bytes(stream[k:k + w], "little") for k in range(0, len(stream), w)]
+    dut = FrameReceiver(payload, w)
+    taken = []
+
+    async def feed(ctx):
+        await send_beats(ctx, dut.i, beats)
+
+    async def drain(ctx):
+        ctx.set(dut.o.ready, 1)
+        clock = 0
+        while True:
+            _, _, valid = await ctx.tick().sample(dut.o.valid)
+            if valid:
+                taken.append(clock)
+            clock += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(feed)
+    sim.add_testbench(drain, background=True)
+    sim.run_until(1e-8 * (len(beats) + 200))
+    per_frame = len(frames[0]) // w
+    assert len(taken) == 6 * (payload // w)
+    # from the first beat out to the last: the frames' own beats and 3 clocks a frame at most
+    assert taken[-1] - taken[0] + 1 <= 5 * (per_frame + 3) + payload // w

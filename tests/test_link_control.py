@@ -11,7 +11,8 @@ from amaranth.sim import Simulator
 from amaranth_streams import send_beats
 
 from dlforge.rtl.link.control import LinkControl
-from dlforge.rtl.link.protocol import (FrameDecoder, Opcode, Register, Status, encode_frame)
+from dlforge.rtl.link.protocol import (FrameDecoder, Opcode, Register, Status, encode_frame,
+                                       frame_bytes)
 
 DATA_OP = Opcode.JPEG_DATA
 
@@ -23,9 +24,11 @@ def beats_of(data, w):
     return [int.from_bytes(data[k:k + w], "little") for k in range(0, len(data), w)]
 
 
-def run(requests, regs, seed=1, ready_prob=0.8, w=1):
+def run(requests, regs, seed=1, ready_prob=0.8, w=1, events=None):
     """Send ``requests`` (frames for a link of ``w`` bytes); return the decoded response
-    frames, the data-path frames and the number of reset pulses."""
+    frames, the data-path frames and the number of reset pulses.  ``events`` (a dict, if
+    given) collects the register writes, the data-frame starts and, at each ``data_sent``
+    pulse, how many response bytes had left by the end of that clock."""
     rng = random.Random(seed)
     dut = LinkControl(data_opcodes=[DATA_OP], max_payload=256, link_bytes=w)
     stream = b"".join(requests)
@@ -43,12 +46,21 @@ def run(requests, regs, seed=1, ready_prob=0.8, w=1):
         # testbenches ran in during the clock.
         while True:
             ctx.set(dut.o.ready, rng.random() < ready_prob)
-            _, _, valid, ready, byte, reset = await ctx.tick().sample(
-                dut.o.valid, dut.o.ready, dut.o.payload, dut.reset)
+            _, _, valid, ready, byte, reset, written, reg, value, start, sent = \
+                await ctx.tick().sample(dut.o.valid, dut.o.ready, dut.o.payload, dut.reset,
+                                        dut.written, dut.write_reg, dut.write_value,
+                                        dut.data_start, dut.data_sent)
             if valid and ready:
                 out.extend(int(byte).to_bytes(w, "little"))
             if reset:
                 resets.append(1)
+            if events is not None:
+                if written:
+                    events.setdefault("writes", []).append((int(reg), int(value)))
+                if start:
+                    events["starts"] = events.get("starts", 0) + 1
+                if sent:
+                    events.setdefault("sent_at", []).append(len(out))
 
     async def data_path(ctx):
         # Take a data frame, then answer it: opcode and tag back, payload reversed.
@@ -113,7 +125,10 @@ def test_ping_registers_and_refusals(w):
         frame(Opcode.READ_REGS, 7, struct.pack("<HH", 60, 10)),   # past the last register
         frame(Opcode.WRITE_REG, 8, struct.pack("<HI", 3, 99)),
     ]
-    responses, _, resets = run(requests, regs, w=w)
+    events = {}
+    responses, _, resets = run(requests, regs, w=w, events=events)
+    assert events.get("writes") == [(Register.RESET, 1), (3, 99)]
+    assert "starts" not in events and "sent_at" not in events      # no data frames
     # (a refusal for a bad CRC is raised as the frame ends, and may overtake answers to
     # frames before it that are still queued: order by tag)
     assert sorted(responses, key=lambda r: r[2]) == sorted([
@@ -139,11 +154,21 @@ def test_data_frames_reach_the_data_path_and_replies_go_out(w):
     for n, payload in enumerate(payloads):
         requests.append(encode_frame(DATA_OP, 100 + n, payload, link_bytes=w))
         requests.append(encode_frame(Opcode.PING, 200 + n, b"p", link_bytes=w))
-    responses, data_frames, _ = run(requests, [0] * 64, seed=6, w=w)
+    events = {}
+    responses, data_frames, _ = run(requests, [0] * 64, seed=6, w=w, events=events)
     assert data_frames == [(100 + n, p) for n, p in enumerate(payloads)]
     replies = [r for r in responses if r[0] == DATA_OP]
     assert replies == [(DATA_OP, 0, 100 + n, bytes(reversed(p))) for n, p in enumerate(payloads)]
     assert [r[2] for r in responses if r[0] == Opcode.PING] == [200 + n for n in range(8)]
+    # the span signals: a start per data frame (none for the pings), and a data_sent pulse
+    # on the clock each data reply's last byte left (none for the pings' answers)
+    assert events["starts"] == len(payloads)
+    ends, position = [], 0
+    for opcode, _, _, payload in responses:
+        position += frame_bytes(len(payload), w)
+        if opcode == DATA_OP:
+            ends.append(position)
+    assert events["sent_at"] == ends
 
 
 @pytest.mark.parametrize("w", [1, 32])

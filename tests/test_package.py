@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBPACKAGES = ["rtl", "rtl.jpeg", "gen", "host", "sim", "boards"]
+SUBPACKAGES = ["rtl", "rtl.jpeg", "gen", "host", "host.link", "sim", "boards"]
 
 
 def test_editable_install_maps_the_design_card_folders():

@@ -10,7 +10,7 @@ from dlforge.boards.presets import BOARDS
 from dlforge.host.board import Board
 from dlforge.host.conv_plan import LayerShape
 from dlforge.host.conv_run import engine_config, run_conv
-from dlforge.host.transport import TcpTransport
+from dlforge.host.link.transport import TcpTransport
 from dlforge.rtl.link.protocol import Opcode, Register, Status, encode_frame
 from dlforge.sim.sim_board import SimBoard, connect
 from dlforge.sim.tb_conv_engine import expected_output, random_tensors

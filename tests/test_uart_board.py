@@ -17,7 +17,7 @@ from amaranth.sim import Simulator
 
 from dlforge.host.decode_service import DecoderService
 from dlforge.host.device import open_device
-from dlforge.host.transport import DeviceUnreachable
+from dlforge.host.link.transport import DeviceUnreachable
 from dlforge.rtl.link.control import LinkControl
 from dlforge.rtl.link.protocol import BAUD, FrameDecoder, Opcode, encode_frame
 from dlforge.sim.sim_board import SimBoard, add_arguments, build_board
@@ -128,7 +128,7 @@ def test_presets_hold_a_paced_frame():
     """Paced, the host has at most one request frame, its barriers and a control request in
     the device: every board's receive FIFO holds that even if the frame receiver took none."""
     from dlforge.boards.presets import BOARDS
-    from dlforge.host.link import paced_bytes
+    from dlforge.host.link.frame_link import paced_bytes
     from dlforge.sim.sim_board import UART_DEFAULTS
     assert paced_bytes(1024) == 1024 + 99
     for preset in BOARDS.values():

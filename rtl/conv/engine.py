@@ -343,7 +343,9 @@ class ConvEngine(wiring.Component):
         in_flight_last = Signal()
         reading = Mux(u_half, out_full[1], out_full[0])
         u_words = Mux(u_half, out_words[1], out_words[0])
-        room = out_fifo.level + in_flight < 3
+        # (a word read now lands next clock: counting it, the FIFO never overflows and passes a
+        # word a clock)
+        room = out_fifo.level + in_flight < 4
         issue = reading & (u_addr < u_words) & room
         m.d.comb += [post.out_r_half.eq(u_half), post.out_r_addr.eq(u_addr)]
         m.d.sync += [in_flight.eq(issue), in_flight_last.eq(issue & (u_addr + 1 == u_words))]

@@ -18,6 +18,7 @@ from amaranth.lib.wiring import In, Out
 from ..stream_pipe import BytesOut
 from .block_decoder import BlockDecoder
 from .frame import FrameLayout
+from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .marker_parser import MarkerParser
 from .packets import HeaderLayout, OutputKind, TrailerLayout, input_layout, output_layout
 from .raster import Raster
@@ -27,7 +28,8 @@ __all__ = ["JpegCore"]
 
 
 class JpegCore(wiring.Component):
-    def __init__(self, max_width=4096, max_height=65535, input_bytes=1, tag_bits=8):
+    def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT, input_bytes=1,
+                 tag_bits=8):
         if input_bytes not in (1, 4):
             self._MustUse__silence = True
             raise ValueError(f"input_bytes must be 1 or 4, not {input_bytes}")

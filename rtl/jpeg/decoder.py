@@ -20,14 +20,15 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .core import JpegCore
+from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .packets import input_layout, output_layout
 
 __all__ = ["JpegDecoder"]
 
 
 class JpegDecoder(wiring.Component):
-    def __init__(self, cores=1, max_width=4096, max_height=65535, input_bytes=1, tag_bits=8,
-                 input_fifo_depth=64):
+    def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
+                 input_bytes=1, tag_bits=8, input_fifo_depth=64):
         if cores < 1:
             self._MustUse__silence = True
             raise ValueError(f"cores must be at least 1, not {cores}")

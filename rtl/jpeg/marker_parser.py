@@ -34,6 +34,7 @@ from amaranth.lib.wiring import In, Out
 from .coefficient_buffer import DqtLayout
 from .frame import FrameLayout, ResultLayout
 from .huffman_decoder import DhtLayout, DoneLayout, MAX_COMPONENTS, ScanLayout
+from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH, LIMIT_MAX_HEIGHT, LIMIT_MAX_WIDTH
 from .status import FRAME_TYPE_STATUS, JpegStatus as S
 from .unstuff import ByteLayout
 
@@ -52,11 +53,12 @@ class MarkerParser(wiring.Component):
     the SOS header, until ``done``), ``done`` (the entropy decoder's verdict) and ``result``
     (one beat per file, after its last byte)."""
 
-    def __init__(self, max_width=4096, max_height=65535):
-        # mcux is 10 bits and mcuy 14 bits in FrameLayout.
-        if not (1 <= max_width <= 8 * 1023 and 1 <= max_height <= 65535):
+    def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT):
+        # mcux is 10 bits and mcuy 14 bits in FrameLayout (see limits.py).
+        if not (1 <= max_width <= LIMIT_MAX_WIDTH and 1 <= max_height <= LIMIT_MAX_HEIGHT):
             self._MustUse__silence = True
-            raise ValueError(f"limits {max_width}x{max_height} outside 1..8184 x 1..65535")
+            raise ValueError(f"limits {max_width}x{max_height} outside "
+                             f"1..{LIMIT_MAX_WIDTH} x 1..{LIMIT_MAX_HEIGHT}")
         self.max_width, self.max_height = max_width, max_height
         super().__init__({
             "i": In(stream.Signature(ByteLayout)),

@@ -28,6 +28,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .frame import FrameLayout
+from .limits import DEFAULT_MAX_WIDTH
 from .ycc_rgb import PARTIAL_SHAPE, chroma_offsets, chroma_partials, clamp_u8
 
 __all__ = ["Raster", "RasterFrameLayout", "PixelsLayout", "PIXELS_PER_BEAT"]
@@ -52,7 +53,7 @@ def _samples(word, n=_GROUP):
 
 
 class Raster(wiring.Component):
-    def __init__(self, max_width=4096):
+    def __init__(self, max_width=DEFAULT_MAX_WIDTH):
         if max_width % 16 or max_width <= 0:
             self._MustUse__silence = True
             raise ValueError(f"max_width must be a positive multiple of 16, not {max_width}")

@@ -10,7 +10,11 @@ Frames whose opcode is in ``data_opcodes`` are not answered here: their beats le
 answers through ``reply``; what the data path refuses after the checks here (a file's
 frame out of sequence, ``Status.GAP``) comes back on ``refuse`` and is answered here too.  Every stream is ``link_bytes`` (W) bytes a beat; a reply's
 payload is ``ceil(length / W)`` beats.  ``regs`` are the register values (``Register`` numbers index
-them; unlisted registers read 0); ``reset`` pulses when 1 is written to ``Register.RESET``.
+them; unlisted registers read 0); ``reset`` pulses when 1 is written to ``Register.RESET``,
+and every ``WRITE_REG`` shows on ``written``/``write_reg``/``write_value`` for a clock.
+``data_start`` pulses when the header of a data frame arrives, ``data_sent`` when the last
+beat of a data-path reply leaves: the device's own view of when work came and went (the
+accelerator top's ``SPAN_START``/``SPAN_END`` registers).
 """
 
 from amaranth import Cat, Module, Signal
@@ -41,6 +45,11 @@ class LinkControl(wiring.Component):
             "refuse": In(stream.Signature(ErrorEvent)),
             "regs": In(data.ArrayLayout(32, REGISTERS)),
             "reset": Out(1),
+            "written": Out(1),
+            "write_reg": Out(6),
+            "write_value": Out(32),
+            "data_start": Out(1),
+            "data_sent": Out(1),
             "header_errors": Out(32),
             "crc_errors": Out(32),
         })
@@ -59,10 +68,13 @@ class LinkControl(wiring.Component):
         beat = rx.o.payload
         h = beat.header
         is_data = Signal()
-        m.d.comb += is_data.eq(0)
+        starts_data = Signal()
         for op in self.data_opcodes:
             with m.If(h.opcode == op):
                 m.d.comb += is_data.eq(1)
+            with m.If(rx.start_opcode == op):
+                m.d.comb += starts_data.eq(1)
+        m.d.comb += self.data_start.eq(rx.start & starts_data)
 
         request = Signal(FrameHeader)       # the frame being answered
         arg_beats = payload_beats(6, w)
@@ -86,12 +98,15 @@ class LinkControl(wiring.Component):
         # going out.
         req_header = stream.Signature(FrameHeader).create(path=("req_header",))
         req_payload = stream.Signature(8 * w).create(path=("req_payload",))
-        owner_left = Signal(32)             # payload bytes of the frame still to pass
+        owner_left = Signal(32)             # payload beats of the frame still to pass
+        data_reply = Signal()               # the sender's frame is the data path's
+        m.d.comb += self.data_sent.eq(tx.done & data_reply)
         with m.FSM(name="sender"):
             with m.State("FREE"):
                 with m.If(self.reply_header.valid):
                     wiring.connect(m, wiring.flipped(self.reply_header), tx.header)
                     with m.If(tx.header.ready):
+                        m.d.sync += data_reply.eq(1)
                         m.d.sync += owner_left.eq(
                             (self.reply_header.payload.length + w - 1) >> shift)
                         with m.If(self.reply_header.payload.length != 0):
@@ -99,6 +114,7 @@ class LinkControl(wiring.Component):
                 with m.Elif(req_header.valid):
                     wiring.connect(m, req_header, tx.header)
                     with m.If(tx.header.ready):
+                        m.d.sync += data_reply.eq(0)
                         m.d.sync += owner_left.eq((req_header.payload.length + w - 1) >> shift)
                         with m.If(req_header.payload.length != 0):
                             m.next = "ANSWER"
@@ -187,6 +203,8 @@ class LinkControl(wiring.Component):
                 with m.Elif(write_ok):
                     register = args[:16]
                     value = args[16:48]
+                    m.d.comb += [self.written.eq(register < REGISTERS),
+                                 self.write_reg.eq(register), self.write_value.eq(value)]
                     with m.If((register == Register.RESET) & (value[0] == 1)):
                         m.d.comb += self.reset.eq(1)
                     m.next = "WRITE_HEADER"

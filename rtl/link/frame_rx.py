@@ -60,6 +60,10 @@ class FrameReceiver(wiring.Component):
             "header_errors": Out(32),
             "crc_errors": Out(32),
             "frames": Out(32),
+            # a frame's header was recognised this clock (its opcode beside it): the clock a
+            # frame starts, one header section after its first byte
+            "start": Out(1),
+            "start_opcode": Out(8),
         })
 
     def elaborate(self, platform):
@@ -110,6 +114,7 @@ class FrameReceiver(wiring.Component):
                 with m.If(bad_header & take):
                     m.d.sync += self.header_errors.eq(self.header_errors + 1)
                 with m.If(frame_start):
+                    m.d.comb += [self.start.eq(1), self.start_opcode.eq(fields.opcode)]
                     length = fields.length[:len_bits]
                     m.d.sync += [header.eq(fields), filled.eq(0), count.eq(0),
                                  beats.eq((length + w - 1) >> shift)]
@@ -152,8 +157,18 @@ class FrameReceiver(wiring.Component):
                                          self.err.payload.tag.eq(header.tag)]
                         m.next = "HUNT"
 
-        # ---- Replay of checked slots, in order, through a small FIFO ---------------------------
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=rx_beat_layout(w).size, depth=4)
+        self._replay(m, rp, depth, slot_full, slot_header,
+                     lambda h: (h.length[:len_bits] + w - 1) >> shift)
+        return m
+
+    def _replay(self, m, rp, depth, slot_full, slot_header, beats_of):
+        """Checked slots out, in order, a beat a clock through a small FIFO: the slot memory's
+        read is issued while the FIFO, counting the beat read last clock, has room.
+        ``beats_of(header)``: a frame's payload beats."""
+        w = self.link_bytes
+        layout = rx_beat_layout(w)
+        fifo_depth = 4
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=layout.size, depth=fifo_depth)
         r_slot = Signal()
         r_addr = Signal(range(depth + 1))
         in_flight = Signal()
@@ -164,9 +179,11 @@ class FrameReceiver(wiring.Component):
         m.d.comb += current.eq(slot_header[0])
         with m.If(r_slot):
             m.d.comb += current.eq(slot_header[1])
-        m.d.comb += current_beats.eq((current.length[:len_bits] + w - 1) >> shift)
+        m.d.comb += current_beats.eq(beats_of(current))
         full = Cat(*slot_full).bit_select(r_slot, 1)
-        room = fifo.level + in_flight < 3
+        # (a beat read now lands next clock, when the FIFO has taken at most the one read
+        # last clock: the sum below never overflows it, and leaves a beat a clock through)
+        room = fifo.level + in_flight < fifo_depth
         issue = full & room
         is_last = (current_beats == 0) | (r_addr + 1 == current_beats)
         m.d.comb += [rp.addr.eq(Cat(r_addr[:(depth - 1).bit_length()], r_slot)), rp.en.eq(1)]
@@ -178,12 +195,11 @@ class FrameReceiver(wiring.Component):
                 for n in range(2):
                     with m.If(r_slot == n):
                         m.d.sync += slot_full[n].eq(0)
-        out = rx_beat_layout(w)(fifo.w_data)
+        out = layout(fifo.w_data)
         m.d.comb += [fifo.w_en.eq(in_flight), out.data.eq(rp.data), out.last.eq(flight_last),
                      out.header.eq(flight_header),
                      self.o.valid.eq(fifo.r_rdy), self.o.payload.eq(fifo.r_data),
                      fifo.r_en.eq(self.o.ready)]
-        return m
 
     def _elaborate_bytes(self):
         """W = 1: the byte receiver (a magic hunt, then the header byte by byte), whose short
@@ -244,6 +260,8 @@ class FrameReceiver(wiring.Component):
                             m.d.sync += self.header_errors.eq(self.header_errors + 1)
                             m.next = "HUNT0"
                         with m.Else():
+                            m.d.comb += [self.start.eq(1),
+                                         self.start_opcode.eq(FrameHeader(fields).opcode)]
                             m.next = "WAIT_SLOT"
             with m.State("WAIT_SLOT"):
                 # The slot this frame goes into must have been replayed.
@@ -284,33 +302,6 @@ class FrameReceiver(wiring.Component):
                                          self.err.payload.tag.eq(header.tag)]
                         m.next = "HUNT0"
 
-        # ---- Replay of checked slots, in order, through a small FIFO ---------------------------
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=rx_beat_layout().size, depth=4)
-        r_slot = Signal()
-        r_addr = Signal(range(max(depth, 1) + 1))
-        in_flight = Signal()
-        flight_last = Signal()
-        flight_header = Signal(FrameHeader)
-        current = Signal(FrameHeader)
-        m.d.comb += current.eq(slot_header[0])
-        with m.If(r_slot):
-            m.d.comb += current.eq(slot_header[1])
-        full = Cat(*slot_full).bit_select(r_slot, 1)
-        room = fifo.level + in_flight < 3
-        issue = full & room
-        is_last = (current.length[:len_bits] == 0) | (r_addr + 1 == current.length[:len_bits])
-        m.d.comb += [rp.addr.eq(Cat(r_addr[:(depth - 1).bit_length()], r_slot)), rp.en.eq(1)]
-        m.d.sync += [in_flight.eq(issue), flight_last.eq(is_last), flight_header.eq(current)]
-        with m.If(issue):
-            m.d.sync += r_addr.eq(r_addr + 1)
-            with m.If(is_last):
-                m.d.sync += [r_addr.eq(0), r_slot.eq(~r_slot)]
-                for n in range(2):
-                    with m.If(r_slot == n):
-                        m.d.sync += slot_full[n].eq(0)
-        beat = rx_beat_layout()(fifo.w_data)
-        m.d.comb += [fifo.w_en.eq(in_flight), beat.data.eq(rp.data), beat.last.eq(flight_last),
-                     beat.header.eq(flight_header),
-                     self.o.valid.eq(fifo.r_rdy), self.o.payload.eq(fifo.r_data),
-                     fifo.r_en.eq(self.o.ready)]
+        self._replay(m, rp, max(depth, 1), slot_full, slot_header,
+                     lambda h: h.length[:len_bits])
         return m

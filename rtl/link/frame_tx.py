@@ -47,6 +47,7 @@ class FrameSender(wiring.Component):
             "payload": In(stream.Signature(8 * link_bytes)),
             "o": Out(stream.Signature(8 * link_bytes)),
             "frames": Out(32),
+            "done": Out(1),         # a frame's last beat left this clock
         })
 
     def elaborate(self, platform):
@@ -109,6 +110,7 @@ class FrameSender(wiring.Component):
                 with m.If(sent):
                     m.d.sync += count.eq(count + 1)
                     with m.If(count == tb - 1):
+                        m.d.comb += self.done.eq(1)
                         m.d.sync += [count.eq(0), self.frames.eq(self.frames + 1)]
                         m.next = "IDLE"
         return m
@@ -178,6 +180,7 @@ class FrameSender(wiring.Component):
                 with m.If(sent):
                     m.d.sync += count.eq(count + 1)
                     with m.If(count == 3):
+                        m.d.comb += self.done.eq(1)
                         m.d.sync += [count.eq(0), self.frames.eq(self.frames + 1)]
                         m.next = "IDLE"
         return m

@@ -47,11 +47,17 @@ __all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES",
            "Register", "Status",
            "crc16", "crc32", "encode_frame", "header_fields", "split_length", "MAX_LENGTH",
            "REQUEST_CLOSE", "array_word", "parse_array_word", "LINK_WIDTHS", "header_beats", "trailer_beats",
-           "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST", "CORE_SHIFT", "file_requests", "FrameDecoder", "Frame", "FrameError"]
+           "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST", "CORE_SHIFT", "file_requests", "FrameDecoder", "Frame", "FrameError",
+           "HEADER", "TRAILER", "frame_parts", "check_header", "header_span", "payload_span",
+           "trailer_span"]
 
 MAGIC = b"\x5a\xa5"
 HEADER_BYTES = 12
 TRAILER_BYTES = 4
+#: The header as a struct: magic, opcode, status, tag, length | seq << 24, hcrc.
+HEADER = struct.Struct("<2sBBHIH")
+#: The CRC section's CRC-32 (before its pad).
+TRAILER = struct.Struct("<I")
 MAX_PAYLOAD = 4096
 #: The UART link's bit rate: the boards' UARTs divide their clock for it and the host's
 #: ``serial:`` transport opens ports at it (3 Mbaud is the FT231X/FT2232H limit that both
@@ -99,6 +105,22 @@ def payload_beats(length, link_bytes):
     return -(-length // link_bytes)
 
 
+def header_span(link_bytes):
+    """Bytes of a frame's header section, pad included."""
+    return header_beats(link_bytes) * link_bytes
+
+
+def payload_span(length, link_bytes):
+    """Bytes of a frame's payload section (``length`` bytes and their pad to a whole beat):
+    what the CRC-32 covers."""
+    return length + (-length % link_bytes)
+
+
+def trailer_span(link_bytes):
+    """Bytes of a frame's CRC section, pad included."""
+    return trailer_beats(link_bytes) * link_bytes
+
+
 def frame_bytes(length, link_bytes=1):
     """Bytes a frame with ``length`` payload bytes takes on a link of ``link_bytes``."""
     return link_bytes * (header_beats(link_bytes) + payload_beats(length, link_bytes)
@@ -141,6 +163,15 @@ class Register(enum.IntEnum):
     CONV_MAX_REDUCTION = 0x33
     LINK_WIDTH = 0x34       # bytes per clock of the host link (the frame padding, LINK_WIDTHS)
     INPUT_FIFO = 0x35       # bytes each decoder core's input FIFO holds (the host's credit)
+    # The device's own measure of a batch, in CYCLES: writing SPAN_START opens a span; it
+    # then holds the clock at which the next data request (JPEG or engine words) arrived
+    # (its header recognised, one header section after its first byte), and SPAN_END the
+    # clock at which the latest data reply's last beat left (set to the opening clock when
+    # the span opens).  So SPAN_END - SPAN_START is the batch's time at the host interface,
+    # from its first request byte to its last reply byte, without the control requests that
+    # open the span and read it (docs/protocol.md).
+    SPAN_START = 0x36
+    SPAN_END = 0x37
 
 
 MAX_CORES = Register.JPEG_ERRORS - Register.JPEG_IMAGES    # per-core registers: 16 cores
@@ -201,6 +232,36 @@ def split_length(word):
     return word & MAX_LENGTH, word >> 24
 
 
+#: Zero bytes for the payload's pad; the header's and the CRC's pads by link width.
+_ZEROS = bytes(max(LINK_WIDTHS))
+_SECTION_PADS = {w: (bytes(header_span(w) - HEADER_BYTES), bytes(trailer_span(w) - TRAILER_BYTES))
+                 for w in LINK_WIDTHS}
+
+
+def frame_parts(opcode, tag, payload=b"", status=0, link_bytes=1, seq=0):
+    """One frame as memoryviews, the payload's not copied: the header section (its pad
+    included), the payload, the payload's zero pad to a whole beat, and the CRC section (the
+    CRC-32 of the padded payload and its pad); empty parts are left out.  The one place that
+    builds frames: :func:`encode_frame` joins the parts, the host's ``FrameLink`` queues them
+    as they are (one call per frame, no copy: the host's CPU per image is measured)."""
+    pads = _SECTION_PADS.get(link_bytes)
+    if pads is None:
+        _check_width(link_bytes)
+    header_pad, trailer_pad = pads
+    fields = header_fields(opcode, status, tag, len(payload), seq)
+    parts = [memoryview(MAGIC + fields + crc16(fields).to_bytes(2, "little") + header_pad)]
+    crc = 0
+    if len(payload):
+        parts.append(memoryview(payload))
+        crc = zlib.crc32(payload)
+    pad = -len(payload) % link_bytes
+    if pad:
+        parts.append(memoryview(_ZEROS[:pad]))
+        crc = zlib.crc32(_ZEROS[:pad], crc)
+    parts.append(memoryview(TRAILER.pack(crc) + trailer_pad))
+    return parts
+
+
 def encode_frame(opcode, tag, payload=b"", status=0, max_payload=MAX_PAYLOAD, link_bytes=1,
                  seq=0):
     """The bytes of one frame (``max_payload``: the receiving device's limit; ``link_bytes``:
@@ -210,13 +271,21 @@ def encode_frame(opcode, tag, payload=b"", status=0, max_payload=MAX_PAYLOAD, li
     payload = bytes(payload)
     if len(payload) > max_payload:
         raise ValueError(f"payload of {len(payload)} bytes exceeds max_payload ({max_payload})")
-    fields = header_fields(opcode, status, tag, len(payload), seq)
-    header = MAGIC + fields + struct.pack("<H", crc16(fields))
-    pad = -len(payload) % link_bytes
-    crc = crc32(payload + bytes(pad)) if pad else crc32(payload)
-    trailer = struct.pack("<I", crc)
-    return (header + bytes(-len(header) % link_bytes) + payload + bytes(pad)
-            + trailer + bytes(-len(trailer) % link_bytes))
+    return b"".join(frame_parts(opcode, tag, payload, status, link_bytes, seq))
+
+
+def check_header(buffer, offset, max_length):
+    """``(opcode, status, tag, length, seq)`` of the frame header at ``buffer[offset:]`` (at
+    least ``HEADER_BYTES`` there), or None where there is none: no magic, a header CRC that
+    fails or a length above ``max_length``.  The one header check of the host's receivers
+    (:class:`FrameDecoder`, the host's ``FrameLink``); a memoryview ``buffer`` is not
+    copied."""
+    magic, opcode, status, tag, word, hcrc = HEADER.unpack_from(buffer, offset)
+    length = word & MAX_LENGTH
+    if magic != MAGIC or length > max_length \
+            or crc16(buffer[offset + 2:offset + 10]) != hcrc:
+        return None
+    return opcode, status, tag, length, word >> 24
 
 
 def file_requests(tag, data, max_payload=MAX_PAYLOAD, fast=False, link_bytes=1, core=0):
@@ -285,23 +354,21 @@ class FrameDecoder:
             if start:
                 self.dropped_bytes += start
                 del self.buffer[:start]
-            if len(self.buffer) < header_beats(w) * w:
+            at = header_span(w)
+            if len(self.buffer) < at:
                 return frames                       # (a bad header drops its whole beat)
-            fields = bytes(self.buffer[2:10])
-            (hcrc,) = struct.unpack_from("<H", self.buffer, 10)
-            opcode, status, tag, word = struct.unpack("<BBHI", fields)
-            length, seq = split_length(word)
-            if crc16(fields) != hcrc or length > self.max_length:
+            fields = check_header(self.buffer, 0, self.max_length)
+            if fields is None:
                 self.bad_headers += 1
                 self.dropped_bytes += w
                 del self.buffer[:w]                 # hunt again from the next beat
                 continue
+            opcode, status, tag, length, seq = fields
             total = frame_bytes(length, w)
             if len(self.buffer) < total:
                 return frames
-            at = header_beats(w) * w
-            padded = bytes(self.buffer[at:at + payload_beats(length, w) * w])
-            (crc,) = struct.unpack_from("<I", self.buffer, at + len(padded))
+            padded = bytes(self.buffer[at:at + payload_span(length, w)])
+            (crc,) = TRAILER.unpack_from(self.buffer, at + len(padded))
             del self.buffer[:total]
             payload = padded[:length]
             if crc != crc32(padded):

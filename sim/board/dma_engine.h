@@ -2,7 +2,7 @@
 // descriptor DMA engine in front of the accelerator's byte streams.
 //
 // Host and board share one file (/dev/shm/...; layout in dma_layout.h, generated from
-// dlforge/host/dma_layout.py).  Towards the device the engine walks the host's descriptors:
+// dlforge/rtl/link/dma_layout.py).  Towards the device the engine walks the host's descriptors:
 // raw bytes go in as they are, a FILE descriptor is cut into request frames with their CRCs
 // (the host does not frame files), PLACE/UNPLACE set where a tag's pixels go.  From the
 // device it parses the reply frames: a JPEG_DATA payload whose tag has a placement is written

@@ -1,9 +1,10 @@
 """Byte transports to a device: one interface, one class per kind of link.
 
-The host's link code (:mod:`dlforge.host.link`) is written once against :class:`Transport`:
-non-blocking ``send``/``recv_into`` on file descriptors and ``wait`` for readiness, so it can
-keep writing requests and reading replies at the same time (a device whose replies are not
-read stops reading requests).  The same classes reach a board and the simulated board:
+The host's link code (:mod:`dlforge.host.link.frame_link`) is written once against
+:class:`Transport`: non-blocking ``send``/``recv_into`` on file descriptors and ``wait`` for
+readiness, so it can keep writing requests and reading replies at the same time (a device
+whose replies are not read stops reading requests).  The same classes reach a board and the
+simulated board (device strings: :mod:`dlforge.host.link.device_string`):
 
 * :class:`TcpTransport` ``tcp:HOST:PORT`` — the simulated board's socket;
 * :class:`SerialTransport` ``serial:PORT[@BAUD]`` — pyserial (a UART board, or the
@@ -20,8 +21,8 @@ rest of the host path together.  Headers are always checked.
 ``flow_control`` says whether the device can hold the host back: a socket or a DMA engine
 takes bytes only as fast as the device reads them, but a UART board has no flow control
 towards the host (no CTS wired) and drops what arrives while its receive FIFO is full.  On
-such a link the host's :class:`~dlforge.host.link.FrameLink` paces its requests (see
-docs/runtime.md).
+such a link the host's :class:`~dlforge.host.link.frame_link.FrameLink` paces its requests
+(see docs/runtime.md).
 """
 
 import errno
@@ -29,9 +30,9 @@ import os
 import select
 import socket
 
-from ..rtl.link.protocol import BAUD
+from ...rtl.link.protocol import BAUD
 
-__all__ = ["Transport", "TcpTransport", "SerialTransport", "XdmaTransport", "open_transport",
+__all__ = ["Transport", "TcpTransport", "SerialTransport", "XdmaTransport",
            "LinkError", "DeviceUnreachable", "DeviceGone", "LinkTimeout", "DEFAULT_BAUD"]
 
 DEFAULT_BAUD = BAUD                      # defined once, with the boards' UARTs
@@ -281,44 +282,3 @@ class XdmaTransport(Transport):
                     pass
         self.rfd = self.wfd = -1
 
-
-def split_options(spec):
-    """``(device, options)`` of a device string with options after ``?``
-    (``tcp:127.0.0.1:5000?link_bytes=32``: a wide link's width, which the host must know
-    before its first frame)."""
-    device, _, query = str(spec).partition("?")
-    options = {}
-    for item in filter(None, query.split("&")):
-        key, _, value = item.partition("=")
-        if key != "link_bytes" or not value.isdigit():
-            raise ValueError(f"unknown device option {item!r} in {spec!r}: use link_bytes=N")
-        options[key] = int(value)
-    return device, options
-
-
-def open_transport(spec, timeout=10.0):
-    """A transport for ``tcp:HOST:PORT``, ``serial:PORT[@BAUD]``, ``xdma:PATH`` or
-    ``dma:PATH``, each with an optional ``?link_bytes=N`` (its ``link_bytes``; default 1)."""
-    device, options = split_options(spec)
-    transport = _open(device, timeout)
-    transport.link_bytes = options.get("link_bytes", 1)
-    if options:
-        transport.name += f"?link_bytes={transport.link_bytes}"
-    return transport
-
-
-def _open(spec, timeout):
-    kind, _, rest = str(spec).partition(":")
-    if kind == "tcp" and rest.count(":") == 1:
-        host, port = rest.split(":")
-        return TcpTransport(host, port, timeout)
-    if kind == "serial" and rest:
-        port, _, baud = rest.partition("@")
-        return SerialTransport(port, int(baud) if baud else DEFAULT_BAUD)
-    if kind == "xdma" and rest:
-        return XdmaTransport(rest)
-    if kind == "dma" and rest:
-        from .dma import DmaTransport
-        return DmaTransport(rest)
-    raise ValueError(f"unknown device {spec!r}: use sim, sim:dma, cpu, tcp:HOST:PORT, "
-                     "serial:PORT[@BAUD], xdma:PATH or dma:PATH")

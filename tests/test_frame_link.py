@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from dlforge.host.link import FrameLink
-from dlforge.host.transport import Transport
+from dlforge.host.link.frame_link import FrameLink
+from dlforge.host.link.transport import Transport
 from dlforge.rtl.link.protocol import (LINK_WIDTHS, FrameDecoder, Opcode, Status, encode_frame,
                                        frame_bytes, header_beats)
 
@@ -115,7 +115,7 @@ def _device_reads(device, decoder, timeout=0.2):
 
 
 def test_paced_link_waits_for_the_barrier_after_each_data_frame():
-    from dlforge.host.link import BARRIER_TAG
+    from dlforge.host.link.frame_link import BARRIER_TAG
     link, device, frames = _paced()
     assert link.pace
     decoder = FrameDecoder(max_length=8192)

@@ -2,7 +2,7 @@
 neither copies images nor frames files (DLBooster's point: the host must not become the
 bottleneck).
 
-The layout, the descriptor and record kinds: :mod:`dlforge.host.dma_layout`.  The other side
+The layout, the descriptor and record kinds: :mod:`dlforge.rtl.link.dma_layout`.  The other side
 is the simulated board's DMA engine (``sim/board/dma_engine.h``, ``dlforge sim-board --link
 dma``), a model of what a PCIe card's DMA engine does.  On the host:
 
@@ -33,10 +33,10 @@ from collections import deque
 
 import numpy as np
 
-from ..rtl.link.protocol import Opcode
-from .dma_layout import (CONTROL_BYTES, DESCRIPTOR, FLAG_BAD_CRC, FLAG_OVERFLOW, MAGIC, PLACED,
-                         RECORD_HEADER, VERSION, Desc, Field, Rec)
-from .link import FrameLink
+from ...rtl.link.dma_layout import (CONTROL_BYTES, DESCRIPTOR, FLAG_BAD_CRC, FLAG_OVERFLOW, MAGIC,
+                                    PLACED, RECORD_HEADER, VERSION, Desc, Field, Rec)
+from ...rtl.link.protocol import Opcode
+from .frame_link import FrameLink
 from .transport import DeviceGone, DeviceUnreachable, Transport
 
 __all__ = ["DmaTransport", "DmaLink", "Arena"]

@@ -1,6 +1,8 @@
 """The shared-memory DMA link's layout: defined once here, imported by the host
-(:mod:`dlforge.host.dma`) and written as a C header for the simulated board's DMA engine
-(:func:`c_header`, compiled into ``sim/board/main.cpp``).
+(:mod:`dlforge.host.link.dma`) and written as a C header for the simulated board's DMA engine
+(:func:`c_header`, compiled into ``sim/board/main.cpp``).  A contract between the host and
+the board's DMA engine, so it lives with the other link contracts under ``rtl/link``: the
+board's side (``sim/``) must not import ``host``.
 
 The link models a descriptor DMA engine of a PCIe card: the host never copies an image and
 never frames a file.  It places a JPEG file's bytes in host memory and posts one descriptor;
@@ -18,6 +20,9 @@ not reordered with each other on x86-64 (TSO), which is what the two rings need.
 """
 
 import struct
+
+from .protocol import HEADER_BYTES, TRAILER_BYTES, Opcode
+from .protocol import MAGIC as FRAME_MAGIC
 
 __all__ = ["MAGIC", "VERSION", "CONTROL_BYTES", "Field", "DESCRIPTOR", "RECORD_HEADER",
            "Desc", "Rec", "DEFAULT_SIZES", "region_offsets", "c_header", "PLACED"]
@@ -106,7 +111,7 @@ def region_offsets(desc_count, src_size, rec_size, arena_size):
 
 def c_header():
     """The same layout for the harness (``dma_layout.h``)."""
-    lines = ["// Generated from dlforge/host/dma_layout.py: do not edit.", "#pragma once",
+    lines = ["// Generated from dlforge/rtl/link/dma_layout.py: do not edit.", "#pragma once",
              "#include <cstdint>",
              "namespace dma {",
              f"constexpr char MAGIC[8] = {{{', '.join(str(b) for b in MAGIC)}}};",
@@ -127,7 +132,6 @@ def c_header():
               f"static_assert(sizeof(Descriptor) == {DESCRIPTOR.size}, \"the descriptor layout\");",
               f"static_assert(sizeof(Placed) == {PLACED.size}, \"the PLACED record\");"]
     # the frame protocol, from the one module the gateware uses
-    from ..rtl.link.protocol import HEADER_BYTES, MAGIC as FRAME_MAGIC, TRAILER_BYTES, Opcode
     lines += [f"constexpr uint8_t FRAME_MAGIC0 = {FRAME_MAGIC[0]}, "
               f"FRAME_MAGIC1 = {FRAME_MAGIC[1]};",
               f"constexpr uint32_t HEADER_BYTES = {HEADER_BYTES}, TRAILER_BYTES = {TRAILER_BYTES};"]

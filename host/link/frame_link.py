@@ -4,9 +4,11 @@ each other.
 Requests are queued with :meth:`FrameLink.queue`; :meth:`FrameLink.pump` writes what the link
 takes and parses what has arrived, calling ``on_frame(opcode, status, tag, payload, seq)`` for
 each whole frame.  Frame layout and CRCs: :mod:`dlforge.rtl.link.protocol` (the same module
-the gateware uses).  The receive side hunts for the next magic after a damaged header, like
-the device does; a payload whose CRC-32 fails (checked only on links that are not reliable
-on their own) is delivered with ``status = Status.BAD_CRC`` so the caller can act on it.
+the gateware uses), which also builds the frames (``frame_parts``) and checks their headers
+(``check_header``) for this link: only the queues and the buffering are here.  The receive
+side hunts for the next magic after a damaged header, like the device does; a payload whose
+CRC-32 fails (checked only on links that are not reliable on their own) is delivered with
+``status = Status.BAD_CRC`` so the caller can act on it.
 
 **Link width** (``link_bytes`` W, one of ``LINK_WIDTHS``; 1 until the caller sets it): on a
 wide link every frame's header, payload and CRC sections are zero-padded to whole W-byte
@@ -36,14 +38,13 @@ control request are in the device at once: see docs/runtime.md.  (Pacing is for 
 link, whose width is 1: :func:`paced_bytes` counts unpadded frames.)
 """
 
-import binascii
-import struct
 import time
 import zlib
 from collections import deque
 
-from ..rtl.link.protocol import (HEADER_BYTES, LINK_WIDTHS, MAGIC, MAX_LENGTH, TRAILER_BYTES,
-                                 Opcode, Status, header_beats, header_fields, trailer_beats)
+from ...rtl.link.protocol import (HEADER_BYTES, LINK_WIDTHS, MAGIC, TRAILER, TRAILER_BYTES, Opcode,
+                                  Status, check_header, frame_parts, header_span, payload_span,
+                                  trailer_span)
 from .transport import LinkTimeout
 
 __all__ = ["FrameLink", "BARRIER_TAG", "DATA_OPCODES", "paced_bytes"]
@@ -63,10 +64,6 @@ def paced_bytes(max_payload, barrier_resends=2, control_payload=7):
     framing = HEADER_BYTES + TRAILER_BYTES
     return (max_payload + framing + (1 + barrier_resends) * (framing + 4)
             + framing + control_payload)
-
-_HEADER = struct.Struct("<2sBBHIH")
-_TRAILER = struct.Struct("<I")
-_ZEROS = bytes(max(LINK_WIDTHS))
 
 
 class FrameLink:
@@ -110,10 +107,8 @@ class FrameLink:
         if width not in LINK_WIDTHS:
             raise ValueError(f"link_bytes must be one of {LINK_WIDTHS}, not {width}")
         self._width = width
-        self._header_span = header_beats(width) * width         # header section, padded
-        self._header_pad = bytes(self._header_span - HEADER_BYTES)
-        self._trailer_pad = bytes(trailer_beats(width) * width - TRAILER_BYTES)
-        self._trailer_span = TRAILER_BYTES + len(self._trailer_pad)
+        self._header_span = header_span(width)
+        self._trailer_span = trailer_span(width)
 
     # ---- sending --------------------------------------------------------------------------
     def queue(self, opcode, tag, payload=b"", status=0, seq=0):
@@ -127,21 +122,9 @@ class FrameLink:
         self._release()
 
     def _frame(self, opcode, tag, payload, status, seq=0):
-        """One frame as memoryviews: header (and its pad), the payload itself (not copied),
-        the payload's zero pad to a whole beat, the CRC-32 of both (and its pad)."""
-        fields = header_fields(opcode, status, tag, len(payload), seq)
-        hcrc = binascii.crc_hqx(fields, 0xFFFF).to_bytes(2, "little")
-        parts = [memoryview(MAGIC + fields + hcrc + self._header_pad)]
-        crc = 0
-        if len(payload):
-            parts.append(memoryview(payload))
-            crc = zlib.crc32(payload)
-        pad = -len(payload) % self._width
-        if pad:
-            parts.append(memoryview(_ZEROS[:pad]))
-            crc = zlib.crc32(_ZEROS[:pad], crc)
-        parts.append(memoryview(_TRAILER.pack(crc) + self._trailer_pad))
-        return parts
+        """One frame at this link's width as memoryviews, the payload not copied (the
+        protocol's :func:`~dlforge.rtl.link.protocol.frame_parts`)."""
+        return frame_parts(opcode, tag, payload, status, self._width, seq)
 
     def _release(self):
         """Paced: move the frames that may go now to the bytes to write."""
@@ -310,15 +293,14 @@ class FrameLink:
                 self.start = start = found
                 if end - start < span:
                     break
-            _, opcode, status, tag, word, hcrc = _HEADER.unpack_from(buf, start)
-            length, seq = word & MAX_LENGTH, word >> 24
-            if binascii.crc_hqx(view[start + 2:start + 10], 0xFFFF) != hcrc \
-                    or length > self.max_reply:
+            fields = check_header(view, start, self.max_reply)
+            if fields is None:
                 self.bad_headers += 1
                 self.dropped_bytes += w
                 self.start = start + w          # hunt again from the next beat
                 continue
-            padded = length + (-length % w)
+            opcode, status, tag, length, seq = fields
+            padded = payload_span(length, w)
             total = span + padded + tail
             if end - start < total:
                 if start + total > len(buf):
@@ -327,7 +309,7 @@ class FrameLink:
             at = start + span
             payload = view[at:at + length]
             if self.verify:
-                (crc,) = _TRAILER.unpack_from(buf, at + padded)
+                (crc,) = TRAILER.unpack_from(buf, at + padded)
                 if zlib.crc32(view[at:at + padded] if padded != length else payload) != crc:
                     self.bad_payloads += 1
                     status = Status.BAD_CRC

@@ -1,0 +1,56 @@
+"""``dlforge bench device``: the device's pixels per clock from its own span registers, with
+every image checked against libjpeg-turbo in the same run (a wrong image fails the bench and
+is named)."""
+
+import io
+
+import numpy as np
+import pytest
+import skimage.data
+from PIL import Image
+
+from dlforge.host import bench_device as bench
+
+# The default simulated board (two cores, the engine, a 32-byte link): the build the suite
+# shares.
+pytestmark = [pytest.mark.xdist_group("sim_board"), pytest.mark.slow]
+
+
+def _photos(folder):
+    paths = []
+    for n, (crop, subsampling) in enumerate([((slice(0, 96), slice(0, 128)), 2),
+                                             ((slice(200, 280), slice(100, 220)), 0),
+                                             ((slice(300, 364), slice(256, 336)), 1)]):
+        buf = io.BytesIO()
+        Image.fromarray(np.ascontiguousarray(skimage.data.astronaut()[crop])).save(
+            buf, "JPEG", quality=88, subsampling=subsampling)
+        path = folder / f"photo{n}.jpg"
+        path.write_bytes(buf.getvalue())
+        paths.append(path)
+    return paths
+
+
+def test_device_figures_and_a_wrong_image_named(tmp_path, monkeypatch):
+    paths = _photos(tmp_path)
+    reference = bench._reference
+
+    def one_wrong(named):
+        images = reference(named)
+        images[1] = images[1].copy()
+        images[1][5, 7, 0] ^= 1                 # what a one-bit decoder bug would give
+        return images
+
+    monkeypatch.setattr(bench, "_reference", one_wrong)
+    report = bench.bench_device([str(p) for p in paths], reference=False, conv=True)
+    assert report["failures"] == ["device: photo1.jpg: OK pixels differ"]
+    assert report["ok"] is False
+    assert report["images"] == 3 and report["pixels"] == 96 * 128 + 80 * 120 + 64 * 80
+    # two cores of at most 4 pixels a clock each (their output ports), and the span covers
+    # at least one file's decode on its core
+    assert 0 < report["pixels_per_clock"] < 8
+    assert report["device_cycles"] > max(f["core_cycles_in_device"] for f in report["files"])
+    worth = report["worth"]["xdma_250mhz"]
+    assert worth["megapixels_per_second"] == pytest.approx(report["pixels_per_clock"] * 250)
+    assert worth["cpu_cores_replaced"] == pytest.approx(
+        worth["megapixels_per_second"]
+        / report["cpu"]["libjpeg_turbo_megapixels_per_second_one_core"])
