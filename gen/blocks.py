@@ -239,8 +239,43 @@ def _conv_block():
     )
 
 
+def _link_block():
+    from dlforge.rtl.link.protocol import LINK_WIDTHS, MAX_PAYLOAD
+    from dlforge.rtl.top import AcceleratorTop
+
+    def build(link_bytes=1, max_payload=MAX_PAYLOAD):
+        return AcceleratorTop(cores=0, link_bytes=link_bytes, max_payload=max_payload)
+
+    def facts(c):
+        return {"function": "the host link alone (the accelerator top with no decoder core and "
+                            "no engine): frame receiver and sender, CRCs, control plane, "
+                            "registers",
+                "link_bits": 8 * c.link_bytes, "max_payload": c.max_payload,
+                "registers": {r.name: v for r, v in c.constant_registers().items()}}
+
+    def tb_params(c, blocks=None, seed=1):
+        return {"cores": 0, "link_bytes": c.link_bytes, "max_payload": c.max_payload,
+                "seed": seed}
+
+    return Block(
+        name="link",
+        summary="the host link alone: frames at W bytes a clock, CRCs, registers (what a wide "
+                "link costs, out of context)",
+        params=(Param("link_bytes", int, 1, LINK_WIDTHS, "link width in bytes a clock",
+                      short="l"),
+                Param("max_payload", int, MAX_PAYLOAD, None,
+                      "largest request payload (a power of two)", short="p")),
+        build=build,
+        facts=facts,
+        testbench="dlforge.sim.tb_accel_top",
+        tb_params=tb_params,
+        regression=({"link_bytes": 1}, {"link_bytes": 4}, {"link_bytes": 32},
+                    {"link_bytes": 64}),
+    )
+
+
 _FACTORIES = {"idct": _idct_block, "entropy": _entropy_block, "blocks": _blocks_block,
-              "jpeg": _jpeg_block, "conv": _conv_block}
+              "jpeg": _jpeg_block, "conv": _conv_block, "link": _link_block}
 
 
 def BLOCKS():

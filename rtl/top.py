@@ -90,7 +90,7 @@ class AcceleratorTop(wiring.Component):
             problem = f"cores must be 0 to {MAX_CORES}, not {cores}"
         elif link_bytes not in LINK_WIDTHS:
             problem = f"link_bytes must be one of {LINK_WIDTHS}, not {link_bytes}"
-        elif input_fifo_bytes % link_bytes or input_fifo_bytes < 2 * link_bytes:
+        elif cores and (input_fifo_bytes % link_bytes or input_fifo_bytes < 2 * link_bytes):
             problem = (f"input_fifo_bytes ({input_fifo_bytes}) must be a multiple of "
                        f"link_bytes ({link_bytes}), at least two beats")
         if problem:
