@@ -130,6 +130,9 @@ class Board(Device):
         self._finished = deque()            # (attempt, record bytes)
         self._refusals = 0
         self._conv = {}                     # tag -> bytearray of result bytes
+        self._conv_seq = None               # the engine's next reply frame number (mod 256)
+        self._conv_refused = False          # the engine's words were refused (resend them)
+        self._conv_damaged = False          # ... its results came damaged or a frame was lost
         self.resubmissions = 0
         try:
             regs = self.read_regs(Register.VERSION, 8)
@@ -234,8 +237,11 @@ class Board(Device):
                 self._conv_refused = True
             return
         if opcode == Opcode.CONV_WORDS:
-            if status == Status.BAD_CRC:
-                self._conv_refused = True
+            # the engine numbers its reply frames: a gap is a frame lost to a destroyed header
+            if status == Status.BAD_CRC or seq != (self._conv_seq if self._conv_seq is not None
+                                                   else seq):
+                self._conv_damaged = True
+            self._conv_seq = (seq + 1) & 0xFF
             self._conv.setdefault(tag, bytearray()).extend(payload)
             return
         attempt = self._attempts.get(tag)
@@ -573,7 +579,7 @@ class Board(Device):
         step = max(lb, self.max_payload // lb * lb)
         tag = self._tag()
         self._conv[tag] = bytearray()
-        self._conv_refused = False
+        self._conv_refused = self._conv_damaged = False
         view = memoryview(raw)
         chunks = [view[i:i + step] for i in range(0, len(view), step)]
         deadline = time.monotonic() + self.timeout
@@ -593,14 +599,23 @@ class Board(Device):
                     raise LinkTimeout(f"{self.name}: engine words refused "
                                       f"{self.retries + 1} times")
         got = self._conv[tag]
+        moved = time.monotonic()
         while len(got) < result_bytes:
             if self.link.pump(0.05):
-                deadline = time.monotonic() + self.timeout
+                moved = time.monotonic()
+                deadline = moved + self.timeout
+            elif (self._conv_damaged or self._conv_refused) \
+                    and time.monotonic() > moved + 1.0:
+                break                           # frames lost: what is still due never comes
             elif time.monotonic() > deadline:
                 del self._conv[tag]
                 raise LinkTimeout(f"{self.name}: the engine sent {len(got)} of {result_bytes} "
                                   f"result bytes, then nothing for {self.timeout:g} s")
         del self._conv[tag]
         if self._conv_refused:
-            raise DeviceGone(f"{self.name}: engine results arrived damaged")
+            raise DeviceGone(f"{self.name}: the engine's words were refused (damaged on the "
+                             "way)")
+        if self._conv_damaged:
+            raise DeviceGone(f"{self.name}: engine results arrived damaged or a reply frame "
+                             "was lost")
         return bytes(got[:result_bytes])

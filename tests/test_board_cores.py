@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dlforge.host.board import Board
-from dlforge.host.link.transport import DeviceUnreachable, Transport
+from dlforge.host.link.transport import DeviceGone, DeviceUnreachable, Transport
 from dlforge.rtl.jpeg.status import JpegStatus
 from dlforge.rtl.link.jpeg_reply import END_FORMAT as _RECORD
 from dlforge.rtl.link.protocol import (CORE_SHIFT, LINK_WIDTHS, REQUEST_CLOSE, REQUEST_FAST,
@@ -33,7 +33,7 @@ class FakeDevice(Transport):
 
     def __init__(self, cores=3, input_fifo=6000, link_bytes=1, max_payload=1024,
                  reply_payload=2048, report_width=None, refuse=(), version=VERSION,
-                 lose=(), gaps=()):
+                 lose=(), gaps=(), engine=False):
         self.link_bytes = link_bytes
         self.cores, self.fifo, self.w = cores, input_fifo, link_bytes
         self.max_payload, self.reply_payload = max_payload, reply_payload
@@ -45,6 +45,11 @@ class FakeDevice(Transport):
         self.regs[Register.REPLY_PAYLOAD] = reply_payload
         self.regs[Register.LINK_WIDTH] = link_bytes if report_width is None else report_width
         self.regs[Register.INPUT_FIFO] = input_fifo
+        if engine:                          # a fake engine: each word frame answered reversed
+            self.regs[Register.ARRAY] = 0x08080808
+            self.regs[Register.LINK_BYTES] = 32
+        self.conv_frames = 0                # engine reply frames sent, numbered as the device's
+        self.conv_lose = set()              # ... and the ones lost on the way
         self.decoder = FrameDecoder(max_length=max_payload, link_bytes=link_bytes)
         self.out = bytearray()
         self.refuse = set(refuse)
@@ -100,6 +105,11 @@ class FakeDevice(Transport):
             self._reply(Opcode.WRITE_REG, f.tag)
         elif f.opcode in (Opcode.JPEG_DATA, Opcode.JPEG_END):
             self._jpeg(f)
+        elif f.opcode == Opcode.CONV_WORDS:
+            n = self.conv_frames
+            self.conv_frames += 1
+            if n not in self.conv_lose:
+                self._reply(Opcode.CONV_WORDS, f.tag, bytes(reversed(f.payload)), seq=n & 0xFF)
 
     def _jpeg(self, f):
         n = self.jpeg_frames
@@ -323,3 +333,18 @@ def test_a_gap_refusal_voids_and_resubmits():
     board = Board(device, timeout=2.0)
     _decode(board, _files(rng, 8, (500, 3000)))
     assert board.resubmissions >= 1
+
+
+def test_engine_reply_frames_are_numbered_and_a_lost_one_is_named():
+    """The engine numbers its reply frames like the cores: results come back whole, and a
+    frame lost on the way is reported as lost as soon as the rest is in, not as a silent
+    device at the timeout."""
+    device = FakeDevice(engine=True)
+    board = Board(device, timeout=30.0)
+    raw = bytes(range(256)) * 12                    # three frames of words at 1024 bytes
+    want = b"".join(bytes(reversed(raw[i:i + 1024])) for i in range(0, len(raw), 1024))
+    assert board.conv_exchange(raw, len(raw)) == want
+    assert board.conv_exchange(raw, len(raw)) == want      # the numbers run on
+    device.conv_lose = {device.conv_frames + 1}
+    with pytest.raises(DeviceGone, match="reply frame was lost"):
+        board.conv_exchange(raw, len(raw))
