@@ -59,6 +59,15 @@ def test_wide_link_several_cores_and_the_engine_with_corruption(link_bytes, core
     assert m["gap_refused"] == 1
 
 
+@pytest.mark.parametrize("link_bytes", [1, 32])
+def test_the_link_alone(link_bytes):
+    """No core and no engine (a board's bring-up build, `dlforge synth link`): pings and
+    registers at W, damaged frames refused and resent, data opcodes refused, the span
+    registers opened with no data after them."""
+    m = _run(cores=0, link_bytes=link_bytes, seed=8)
+    assert m["resends"] >= 1 and m["clocks"] > 0
+
+
 def test_invalid_parameters():
     with pytest.raises(ValueError, match="cores must be 0 to 16"):
         AcceleratorTop(cores=17)
