@@ -148,14 +148,17 @@ endmodule
 VERILATOR_FLAGS = ("--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial",
                    "fast", "--noassert", "--top-module", WRAPPER_NAME, "--prefix",
                    f"V{TOP_NAME}", "-CFLAGS", "-march=native") + VERILATOR_WAIVERS
-#: A board without the engine (the decoder top) is compiled as one C++ file, so that g++ sees
-#: and inlines across all of it: 11 % more cycles per second, for a build of about 60 s
-#: instead of 50.  With the engine, the one file takes 4 minutes to compile on two busy
-#: cores instead of 1.5, so the default board stays split.
+#: A board without the engine (the decoder top) of up to ``ONE_FILE_CORES`` cores is compiled
+#: as one C++ file, so that g++ sees and inlines across all of it: 11 % more cycles per
+#: second, for a build of about 60 s instead of 50 at one core.  With the engine, the one
+#: file takes 4 minutes to compile on two busy cores instead of 1.5, so the default board
+#: stays split; so do boards of more cores (two cores: 8 minutes as one file on a busy
+#: machine; four: over 20, for builds whose speed matters less than their figures).
 #: ``-fno-table`` too: Verilator's table optimisation turns small blocks of logic into lookups
 #: in constant tables; without it the decoder top runs 1.8 % faster (A/B median of three runs,
 #: docs/sim-board.md).
 DECODER_TOP_FLAGS = ("--output-split", "0", "--output-split-cfuncs", "0", "-fno-table")
+ONE_FILE_CORES = 2
 #: Make variables of the C++ build: the model's hot code at -O3 and Verilator's runtime at
 #: -O2 (verilated.mk compiles them at -Os otherwise); the constructors stay unoptimised.
 MAKE_FLAGS = ("OPT_FAST=-O3", "OPT_GLOBAL=-O2")
@@ -182,7 +185,8 @@ def _wrapper(params):
 
 def _flags(params):
     """Verilator's options for this build: a UART build compiles the harness's UART mode."""
-    flags = VERILATOR_FLAGS + (DECODER_TOP_FLAGS if not params.get("conv") else ())
+    one_file = not params.get("conv") and params.get("cores", 1) <= ONE_FILE_CORES
+    flags = VERILATOR_FLAGS + (DECODER_TOP_FLAGS if one_file else ())
     if params.get("link_bytes", 1) > 1:
         flags += ("-CFLAGS", f"-DDLFORGE_LINK_BYTES={params['link_bytes']}")
     if params.get("uart"):
