@@ -219,8 +219,9 @@ async def conv_over_the_link(dut):
     lb = cfg.link_bytes
     total_tiles = 0
     for n, spec in enumerate(PARAMS["layers"]):
-        layer = LayerShape(**(spec | {"kernel": tuple(spec["kernel"])} if "kernel" in spec
-                              else spec))     # (a kernel through JSON is a list)
+        if isinstance(spec.get("kernel"), list):
+            spec = spec | {"kernel": tuple(spec["kernel"])}     # (a pair through JSON)
+        layer = LayerShape(**spec)
         tiles = plan_layer(layer, cfg).tiles(cfg)
         t = random_tensors(layer, cfg, nrng)
         parts = layer_words(layer, cfg, tiles, t)

@@ -348,3 +348,29 @@ def test_engine_reply_frames_are_numbered_and_a_lost_one_is_named():
     device.conv_lose = {device.conv_frames + 1}
     with pytest.raises(DeviceGone, match="reply frame was lost"):
         board.conv_exchange(raw, len(raw))
+
+
+def test_the_longest_files_read_ahead_go_first_to_the_least_loaded_cores():
+    """The host reads files ahead and sends the longest first (here: the largest, as these
+    are not JPEG files), each to the core with the least work in flight, at most three
+    files a core; results still come back in the caller's order."""
+    device = FakeDevice(cores=2, input_fifo=1 << 20, max_payload=1 << 14)
+    board = Board(device, timeout=2.0)
+    sizes = [300, 100, 9000, 200, 5000, 4000, 50, 60]
+    files = [bytes([n]) * size for n, size in enumerate(sizes)]
+    arrivals = []                       # (file, core) as the device takes their frames
+    original = device._jpeg
+
+    def spy(f):
+        arrivals.append((f.payload[0], f.status >> CORE_SHIFT))
+        original(f)
+    device._jpeg = spy
+    _decode(board, files)
+    sent = [sizes[n] for n in dict.fromkeys(n for n, _ in arrivals)]
+    core = dict(arrivals)
+    # the first window (three files a core) holds the six largest, 9000 and 5000 on the two
+    # idle cores and 4000 on the one with less work (5000's); the two smallest come last,
+    # the larger first
+    assert sorted(sent[:6]) == [100, 200, 300, 4000, 5000, 9000] and sent[6:] == [60, 50]
+    assert sent[:2] == [9000, 5000] and core[2] != core[4] and core[5] == core[4]
+    assert device.violations == []
