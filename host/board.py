@@ -44,6 +44,7 @@ whose answer was lost.
 
 import struct
 import time
+from bisect import insort
 from collections import OrderedDict, deque
 
 import numpy as np
@@ -106,6 +107,10 @@ class _Job:
         self.credit = credit                # the bytes it takes in its core's input FIFO
         self.tries = 0
         self.why = None
+
+
+def _longest_first(job):
+    return -job.work
 
 
 class Board(Device):
@@ -358,7 +363,7 @@ class Board(Device):
 
         The core is the one that will be free first (the least estimated work in flight,
         :func:`~dlforge.host.jpeg_work.decode_work`), among those below ``PER_CORE`` files;
-        the file, the longest of ``candidates`` whose bytes fit in that core's input FIFO
+        the file, the first of ``candidates`` (longest first) whose bytes fit in its input FIFO
         beside what it holds (an idle core takes any; one core takes anything, since a full
         FIFO then holds up nobody else).  Longest first, from a few dozen files read ahead:
         at the end of a batch the short files are left to fill the gaps, so that the cores
@@ -370,14 +375,10 @@ class Board(Device):
             if self._per_core and self._queued[core] >= self._per_core:
                 continue
             held = self._outstanding[core]
-            best = None
-            for job in candidates:
-                if cores > 1 and held and fifo and held + job.credit > fifo:
-                    continue                # would stall the link until this core drains
-                if best is None or job.work > best.work:
-                    best = job
-            if best is not None:
-                return best, core
+            for job in candidates:          # (longest first)
+                if cores == 1 or not held or not fifo or held + job.credit <= fifo:
+                    return job, core
+                # (else it would stall the link until this core drains)
         return None
 
     def _submit(self, job, core):
@@ -474,7 +475,7 @@ class Board(Device):
         jobs = iter(jobs)
         retry = deque()
         results = {}
-        ahead = []                              # files read and not yet sent
+        ahead = []                              # files read and not yet sent, longest first
         index = 0                               # next job number to take
         emit = 0                                # next result to hand back
         exhausted = False
@@ -503,7 +504,7 @@ class Board(Device):
                                                        error="empty file")
                     else:
                         job.credit = self._credit(data)
-                        ahead.append(job)
+                        insort(ahead, job, key=_longest_first)
                 # files sent before and voided go first, in their order
                 candidates = [retry[0]] if retry else ahead
                 if not candidates:
