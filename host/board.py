@@ -36,8 +36,8 @@ Recovery (a serial link can flip, drop or add bytes; TCP and PCIe do not):
 * each file is tried at most ``retries + 1`` times, then reported as an error saying why.
 
 On a link without flow control (a UART board) the :class:`FrameLink` paces the requests
-(``pace``, see :mod:`dlforge.host.link.frame_link`): one data frame in the device at a time, each
-followed by a barrier PING.  Voiding the attempts drops their frames not yet written; the
+(``pace``, see :mod:`dlforge.host.link.frame_link`): one data frame in the device at a
+time, each followed by a barrier PING.  Voiding the attempts drops their frames not yet written; the
 silence rule's ping, answered after everything written, also ends the wait for a barrier
 whose answer was lost.
 """
@@ -103,7 +103,7 @@ class _Job:
     def __init__(self, index, key, data, fast, size=None, credit=0):
         self.index, self.key, self.data, self.fast = index, key, data, fast
         self.pixel_bytes = size[0] * size[1] * 3 if size and size[0] and size[1] else 0
-        self.work = decode_work(data)       # a core's clocks for it, estimated
+        self.work = decode_work(data) if data else 0    # a core's clocks for it, estimated
         self.credit = credit                # the bytes it takes in its core's input FIFO
         self.tries = 0
         self.why = None
@@ -495,16 +495,14 @@ class Board(Device):
                     except StopIteration:
                         exhausted = True
                         break
-                    job = _Job(index, key, data, fast, size[0] if size else None)
-                    index += 1
                     if data is None:
-                        results[job.index] = JpegReply(key, JpegStatus.OK)
+                        results[index] = JpegReply(key, JpegStatus.OK)
                     elif not len(data):
-                        results[job.index] = JpegReply(key, JpegStatus.NO_SOI,
-                                                       error="empty file")
+                        results[index] = JpegReply(key, JpegStatus.NO_SOI, error="empty file")
                     else:
-                        job.credit = self._credit(data)
-                        insort(ahead, job, key=_longest_first)
+                        insort(ahead, _Job(index, key, data, fast, size[0] if size else None,
+                                           self._credit(data)), key=_longest_first)
+                    index += 1
                 # files sent before and voided go first, in their order
                 candidates = [retry[0]] if retry else ahead
                 if not candidates:
