@@ -15,16 +15,15 @@ frames (:mod:`~dlforge.rtl.link.conv_link`), the words taken straight from the l
 :class:`~dlforge.rtl.link.protocol.Register`, the engine's counters included.
 """
 
-from amaranth import Module, ResetInserter, Signal
-from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth import (Array, ClockDomain, ClockSignal, Const, DomainRenamer, Module, Mux,
+                      ResetInserter, ResetSignal, Signal)
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .conv.engine import ConvEngine
 from .jpeg.core import JpegCore
 from .jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
-from amaranth import Array, Const, Mux
-from amaranth.lib import data
 
 from .jpeg.packets import input_layout
 from .link.control import LinkControl
@@ -33,7 +32,12 @@ from .link.jpeg_reply import TAG_BITS, JpegReplier
 from .link.protocol import (CORE_SHIFT, LINK_WIDTHS, MAX_CORES, MAX_PAYLOAD, VERSION, Opcode,
                             Register, Status, array_word)
 
-__all__ = ["AcceleratorTop", "CoreFeed"]
+__all__ = ["AcceleratorTop", "CoreFeed", "ENGINE_HOLD"]
+
+#: Clocks an engine with a gated clock (``engine_clock``) keeps ticking after its last sign of
+#: activity: longer than any of its pipelines (the array and the post-processing's stages, its
+#: FIFOs' output registers), so that nothing in flight is frozen.
+ENGINE_HOLD = 64
 
 
 def _fifo_entry(w):
@@ -82,7 +86,7 @@ class CoreFeed(wiring.Component):
 class AcceleratorTop(wiring.Component):
     def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
                  max_payload=MAX_PAYLOAD, input_fifo_bytes=64, conv=None, reply_payload=None,
-                 register_port=False, link_bytes=1):
+                 register_port=False, link_bytes=1, engine_clock=False):
         # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
         # the link's control plane, to bring up a board's link)
         problem = None
@@ -108,10 +112,20 @@ class AcceleratorTop(wiring.Component):
         # combinationally), ``reg_reset`` does what writing 1 to Register.RESET does.  Off,
         # the ports are exactly ``i`` and ``o`` (other tops and cached simulator builds).
         self.register_port = register_port
+        # engine_clock: for a simulator only.  The engine runs on the clock of the port
+        # ``engine_clk`` (the same clock, gated), and ``engine_wants_clock`` says when it may
+        # need an edge: a word offered, work in hand, a reset, or fewer than ENGINE_HOLD clocks
+        # since any of these.  A simulator evaluates an engine whose clock does not tick for
+        # free, where Verilator would otherwise evaluate all of its 512 multipliers on every
+        # clock of a decode (about half of the default board's time: docs/sim-board.md).
+        # Never in a bitstream: gating a clock from logic is not how an FPGA saves power.
+        self.engine_clock = bool(engine_clock and conv)
         members = {"i": In(stream.Signature(8 * link_bytes)),
                    "o": Out(stream.Signature(8 * link_bytes))}
         if register_port:
             members |= {"reg_addr": In(6), "reg_data": Out(32), "reg_reset": In(1)}
+        if self.engine_clock:
+            members |= {"engine_clk": In(1), "engine_wants_clock": Out(1)}
         super().__init__(members)
 
     def constant_registers(self):
@@ -216,12 +230,38 @@ class AcceleratorTop(wiring.Component):
         if self.conv:
             cfg = self.conv
             engine = ConvEngine(cfg)
-            m.submodules.engine = ResetInserter(reset)(engine)
+            # The engine's streams pass through two-entry FIFOs of its own clock, whose
+            # outputs and ``ready`` are registers, and it takes its reset from a register: so
+            # nothing of the engine depends on the rest of the top within a clock (a gated
+            # engine clock then spares a simulator all of its logic, see engine_clock).
+            domain = "sync"
+            if self.engine_clock:
+                domain = "engine"
+                # (no reset of its own: the top's reset reaches it through ``engine_reset``,
+                # a register of its clock, so none of its logic reads the other clock's)
+                m.domains.engine = ClockDomain("engine", reset_less=True)
+                m.d.comb += ClockSignal("engine").eq(self.engine_clk)
+            engine_reset = Signal()
+            m.d[domain] += engine_reset.eq(reset | ResetSignal("sync"))
+            m.submodules.to_engine = to_engine = DomainRenamer(domain)(ResetInserter(
+                engine_reset)(SyncFIFO(width=8 * cfg.link_bytes, depth=2)))
+            results = engine.o.payload.shape()
+            m.submodules.from_engine = from_engine = DomainRenamer(domain)(ResetInserter(
+                engine_reset)(SyncFIFO(width=results.size, depth=2)))
+            m.submodules.engine = DomainRenamer(domain)(ResetInserter(engine_reset)(engine))
             m.submodules.regroup = regroup = WordRegroup(w, cfg.link_bytes)
             m.submodules.conv_reply = conv_reply = ConvReplier(cfg.link_bytes,
                                                                 self.reply_payload, w)
-            wiring.connect(m, regroup.o, engine.i)
-            wiring.connect(m, engine.o, conv_reply.i)
+            m.d.comb += [to_engine.w_data.eq(regroup.o.payload),
+                         to_engine.w_en.eq(regroup.o.valid), regroup.o.ready.eq(to_engine.w_rdy),
+                         engine.i.payload.eq(to_engine.r_data),
+                         engine.i.valid.eq(to_engine.r_rdy), to_engine.r_en.eq(engine.i.ready),
+                         from_engine.w_data.eq(engine.o.payload),
+                         from_engine.w_en.eq(engine.o.valid),
+                         engine.o.ready.eq(from_engine.w_rdy),
+                         conv_reply.i.payload.eq(from_engine.r_data),
+                         conv_reply.i.valid.eq(from_engine.r_rdy),
+                         from_engine.r_en.eq(conv_reply.i.ready)]
             per = max(w // cfg.link_bytes, 1)
             if per > 1:
                 m.d.comb += regroup.words.eq(Mux(beat.last & (rest != 0),
@@ -232,6 +272,16 @@ class AcceleratorTop(wiring.Component):
                              control.data.ready.eq(regroup.i.ready)]
             with m.If(control.data.valid & is_conv):
                 m.d.sync += conv_reply.tag.eq(h.tag)
+            if self.engine_clock:
+                # (the FIFOs' levels: a word to take or to hand on is work)
+                wake = (engine.busy | regroup.o.valid | (to_engine.level != 0)
+                        | (from_engine.level != 0) | reset | engine_reset)
+                hold = Signal(range(ENGINE_HOLD + 1))
+                with m.If(wake):
+                    m.d.sync += hold.eq(ENGINE_HOLD)
+                with m.Elif(hold != 0):
+                    m.d.sync += hold.eq(hold - 1)
+                m.d.comb += self.engine_wants_clock.eq(wake | (hold != 0))
 
         # ---- Replies: a whole frame of one core (or the engine) at a time ----------------------
         if self.conv:

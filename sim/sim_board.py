@@ -63,8 +63,22 @@ EXECUTABLE = "sim_board"
 #: two-entry queues (``valid`` and ``ready`` both come from registers, a beat per clock each
 #: way): 8 % more.  The harness (``Vdlforge_top``) sees the same ports; the reset takes effect
 #: a cycle later, and each direction has two cycles more latency.
-def _stream_wrapper(w):
-    """The wrapper of a link of ``w`` bytes a clock."""
+def _stream_wrapper(w, gated_engine=False):
+    """The wrapper of a link of ``w`` bytes a clock (``gated_engine``: the top's engine runs on
+    a gated copy of the clock, which ticks while the top says the engine may need it;
+    :class:`~dlforge.rtl.top.AcceleratorTop`'s ``engine_clock``)."""
+    gate = ""
+    ports = ""
+    if gated_engine:
+        # The enable is taken on the falling edge, so it is steady when the clock rises, and
+        # both clocks' flip-flops take the same rising edge (Verilator orders a clock that
+        # logic derives from another before the edge's non-blocking updates).
+        gate = """
+  wire wants_clock;
+  reg engine_on = 1'b1;
+  always @(negedge clk) engine_on <= wants_clock | rst_q;
+  wire engine_clk = clk & engine_on;"""
+        ports = ", .engine_clk(engine_clk), .engine_wants_clock(wants_clock)"
     top = f"""\
 // The simulated board's top: {TOP_NAME} behind registers on every input (see sim/sim_board.py).
 module {WRAPPER_NAME}(clk, rst, i__valid, i__ready, i__payload, o__valid, o__ready, o__payload);
@@ -111,10 +125,10 @@ module {WRAPPER_NAME}(clk, rst, i__valid, i__ready, i__payload, o__valid, o__rea
       end
       out_n <= out_n + {{1'b0, push_out}} - {{1'b0, pop_out}};
     end
-  end
+  end{gate}
   {TOP_NAME} top (.clk(clk), .rst(rst_q), .i__valid(t_i_valid), .i__ready(t_i_ready),
            .i__payload(in0), .o__valid(t_o_valid), .o__ready(t_o_ready),
-           .o__payload(t_o_payload));
+           .o__payload(t_o_payload){ports});
 endmodule
 """
     return top
@@ -180,7 +194,9 @@ UART_DEFAULTS = {"max_payload": 1024, "reply_payload": 1024, "rx_fifo": 2048}
 
 
 def _wrapper(params):
-    return UART_WRAPPER if params.get("uart") else _stream_wrapper(params.get("link_bytes", 1))
+    if params.get("uart"):
+        return UART_WRAPPER
+    return _stream_wrapper(params.get("link_bytes", 1), bool(params.get("conv")))
 
 
 def _flags(params):
@@ -263,7 +279,8 @@ def _verilog(params):
                              params["max_payload"], conv=engine,
                              reply_payload=params["reply_payload"],
                              link_bytes=params.get("link_bytes", 1),
-                             input_fifo_bytes=params.get("input_fifo_bytes", 64))
+                             input_fifo_bytes=params.get("input_fifo_bytes", 64),
+                             engine_clock=True)         # (the wrapper gates it)
     return verilog.convert(top, name=TOP_NAME, emit_src=False)
 
 
