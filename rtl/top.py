@@ -117,7 +117,7 @@ class AcceleratorTop(wiring.Component):
         # need an edge: a word offered, work in hand, a reset, or fewer than ENGINE_HOLD clocks
         # since any of these.  A simulator evaluates an engine whose clock does not tick for
         # free, where Verilator would otherwise evaluate all of its 512 multipliers on every
-        # clock of a decode (about half of the default board's time: docs/sim-board.md).
+        # clock of a decode (about a third of the default board's time: docs/sim-board.md).
         # Never in a bitstream: gating a clock from logic is not how an FPGA saves power.
         self.engine_clock = bool(engine_clock and conv)
         members = {"i": In(stream.Signature(8 * link_bytes)),
