@@ -172,6 +172,11 @@ class Board(Device):
                                     f"link_bytes={width}")
         #: bytes each core's input FIFO holds: the credit per core (0: not reported, no limit)
         self.input_fifo = fifo
+        #: the DMA engine holds each file back until its core has room (host/link/dma.py): the
+        #: host posts files ahead of the credit and sleeps
+        self._engine_credit = hasattr(self.link, "set_credit")
+        if self._engine_credit:
+            self.link.set_credit(fifo)
         # Before 0.2 the device dealt files to its cores in turn itself and took each file's
         # frames back to back: no interleaving there (the core bits are ignored).
         self._interleave = (regs[Register.VERSION] & 0xFFFF) >= 2
@@ -188,7 +193,8 @@ class Board(Device):
         # Three files a core: one decoding, the next in its FIFO, and one on the way while
         # the host hears of the first's end (the credit rule may still hold files back).
         # DMA: 32 files in flight, so that the host can sleep until half of them are done:
-        # one wake-up per 16 images (each costs some 80 us of CPU on a VM; host/link/dma.py).
+        # one wake-up per 16 images (each costs some 80 us of CPU on a VM; host/link/dma.py);
+        # the engine holds each file back until its core has room (the credit rule there).
         dma = hasattr(self.link, "post_file")
         self.window = window or (max(32, PER_CORE * self.cores) if dma
                                  else PER_CORE * self.cores)
@@ -368,9 +374,12 @@ class Board(Device):
         FIFO then holds up nobody else).  Longest first, from a few dozen files read ahead:
         at the end of a batch the short files are left to fill the gaps, so that the cores
         finish together (64 photos on four cores: 0.91 of the cores' time with the files in
-        their order, 0.97 so, in a model of this rule; docs/runtime.md).
+        their order, 0.97 so, in a model of this rule; docs/runtime.md).  On the DMA link
+        the engine applies the FIFO rule itself, so every file is placed on a core at once.
         """
         fifo, cores = self.input_fifo, self.cores
+        if self._engine_credit:
+            fifo = 0                        # the DMA engine holds files back itself
         for core in sorted(range(cores), key=self._work.__getitem__):
             if self._per_core and self._queued[core] >= self._per_core:
                 continue
@@ -396,7 +405,8 @@ class Board(Device):
             pixels = self.link.place(tag, job.pixel_bytes) if job.pixel_bytes else None
             attempt = _Attempt(tag, job, pixels, core, credit)
             attempt.placed = pixels is not None
-            seq, tail = self.link.post_file(tag, job.data, status, self.max_payload)
+            seq, tail = self.link.post_file(tag, job.data, status, self.max_payload,
+                                            core=core, credit=credit)
             attempt.end_frame = (Opcode.JPEG_END, tag, tail, status | REQUEST_CLOSE, seq)
             self._attempts[tag] = attempt
             return []
@@ -536,14 +546,14 @@ class Board(Device):
             try:
                 # sleep until bytes move or the silence deadline: no periodic wake-ups
                 quiet = time.monotonic() - self.link.last_activity
-                # DMA links coalesce wake-ups: with the window full, wake when half of it is
-                # done; with every file submitted, when all are
+                # DMA links coalesce wake-ups: with every file submitted, wake when all are
+                # done; with the window full, when half of it is
                 if held_back:
                     self.link.wake_ends = 1     # (a file waits for the next JPEG_END)
+                elif exhausted and not waiting:
+                    self.link.wake_ends = max(1, len(self._attempts))
                 elif len(self._attempts) >= self.window:
                     self.link.wake_ends = max(1, self.window // 2)
-                elif exhausted:
-                    self.link.wake_ends = max(1, len(self._attempts))
                 else:
                     self.link.wake_ends = 1
                 self.link.pump(max(0.001, self.timeout - quiet))

@@ -78,12 +78,16 @@ def precheck(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT):
                 return S.BAD_FRAME_HEADER, width, height
             if count not in (1, 3):
                 return S.UNSUPPORTED_COMPONENTS, width, height
-            fields = [data[body + 6 + 3 * k:body + 9 + 3 * k] for k in range(count)]
-            ids = tuple(f[0] for f in fields)
-            components = [(f[1] >> 4, f[1] & 15) for f in fields]
-            if any(not (1 <= h <= 4 and 1 <= v <= 4) for h, v in components) \
-                    or any(f[2] > 3 for f in fields) or len(set(ids)) != count:
-                return S.BAD_FRAME_HEADER, width, height
+            # (plain loops: this runs for every file on the device path)
+            ids, components = [], []
+            for k in range(body + 6, body + 6 + 3 * count, 3):
+                factors = data[k + 1]
+                h, v = factors >> 4, factors & 15
+                if not (1 <= h <= 4 and 1 <= v <= 4) or data[k + 2] > 3 or data[k] in ids:
+                    return S.BAD_FRAME_HEADER, width, height
+                ids.append(data[k])
+                components.append((h, v))
+            ids = tuple(ids)
             if count == 3 and (components[0] not in _LUMA_FACTORS
                                or components[1] != (1, 1) or components[2] != (1, 1)):
                 return S.UNSUPPORTED_SAMPLING, width, height

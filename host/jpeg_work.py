@@ -32,10 +32,13 @@ def decode_work(data):
         if marker in (0xC0, 0xC1) and pos + 10 + 3 * data[pos + 9] <= n:
             height = data[pos + 5] << 8 | data[pos + 6]
             width = data[pos + 7] << 8 | data[pos + 8]
-            factors = [data[pos + 11 + 3 * k] for k in range(data[pos + 9])]
-            h_max = max(f >> 4 for f in factors) or 1
-            v_max = max(f & 15 for f in factors) or 1
-            per_pixel = sum((f >> 4) * (f & 15) for f in factors) / (h_max * v_max)
+            h_max = v_max = 1
+            blocks = 0
+            for k in range(pos + 11, pos + 11 + 3 * data[pos + 9], 3):
+                h, v = data[k] >> 4, data[k] & 15
+                h_max, v_max = max(h_max, h), max(v_max, v)
+                blocks += h * v
+            per_pixel = blocks / (h_max * v_max)
             pixels = width * height
             return PER_PIXEL * pixels + PER_SAMPLE * per_pixel * pixels + PER_BYTE * n
         if marker == 0xDA or length < 2:

@@ -1,12 +1,16 @@
 """The DMA link (``sim:dma``, ``dma:PATH``): the simulated board's engine places decoded pixels
 straight into the host's arena and frames files itself; images bit-exact to libjpeg-turbo,
 verdicts in order, control requests and the engine's words unchanged, a full arena falls back
-to the record ring, faults are recovered or reported, a board that dies is named."""
+to the record ring, files wait in the engine for their core's room while the host sleeps,
+faults are recovered or reported, a board that dies is named."""
 
 import gc
+import io
 
 import numpy as np
 import pytest
+import skimage.data
+from PIL import Image
 
 from dlforge.host.conv_plan import LayerShape
 from dlforge.host.conv_run import engine_config, run_conv
@@ -129,6 +133,39 @@ def test_a_full_request_ring_waits_for_room():
             assert service.device.link.ring_full > 0       # the host did wait for room
             assert service.device.resubmissions == 0
     _check(files, results, ["ok"] * 24)
+
+
+def _large_photos(count):
+    """Photos of about 150 KB: two of them do not fit in a core's 256 KiB input FIFO."""
+    out = []
+    for k in range(count):
+        a = getattr(skimage.data, ("astronaut", "coffee")[k % 2])()
+        if k % 4 >= 2:
+            a = np.ascontiguousarray(a[:, ::-1])
+        buf = io.BytesIO()
+        Image.fromarray(a).resize((640, 640)).save(buf, "JPEG", quality=96)
+        out.append(buf.getvalue())
+    return out
+
+
+@pytest.mark.xdist_group("sim_board")
+@pytest.mark.slow
+def test_files_wait_in_the_engine_while_the_host_sleeps():
+    """Files larger than half a core's input FIFO: the host posts them all at once and sleeps
+    until all are done; the engine holds each back until its core has room (the room comes
+    back with the file's JPEG_END).  Holding them on the host instead meant a wake-up per
+    file (DMA link's credit, host/link/dma.py)."""
+    files = _large_photos(6)
+    with SimBoard(link="dma") as sim:
+        with DecoderService(sim.device) as service:
+            board = service.device
+            assert all(board._credit(f) > board.input_fifo // 2 for f in files)
+            sleeps = board.link.transport.sleeps
+            results = list(service.decode(files))
+            assert board.link.transport.sleeps - sleeps <= 2
+            assert board.resubmissions == 0
+    _check(files, results, ["ok"] * 6)
+    assert sim.stats["dma_held_files"] == 6 and sim.stats["dma_held_back"] >= 2
 
 
 @pytest.mark.xdist_group("sim_board")

@@ -16,7 +16,7 @@ from dlforge.rtl.link.protocol import HEADER_BYTES, TRAILER_BYTES, Opcode
 def test_indices_sit_on_their_own_cache_lines():
     shared = [Field.DESC_HEAD, Field.DESC_TAIL, Field.REC_HEAD, Field.REC_TAIL, Field.PROGRESS,
               Field.WAKE_ENDS, Field.SLEEPING, Field.WANT_SPACE, Field.HOST_PID,
-              Field.BY_ADDRESS]
+              Field.BY_ADDRESS, Field.CREDIT]
     assert all(f % 64 == 0 for f in shared) and len({f // 64 for f in shared}) == len(shared)
     assert max(shared) + 8 <= CONTROL_BYTES
 
@@ -41,14 +41,17 @@ int main() {
     using namespace dma;
     std::printf("%u %llu %zu %zu %zu\\n", VERSION, (unsigned long long)CONTROL_BYTES,
                 sizeof(Descriptor), sizeof(RecordHeader), sizeof(Placed));
-    std::printf("%zu %zu %zu %zu %zu\\n", offsetof(Descriptor, tag), offsetof(Descriptor, chunk),
+    std::printf("%zu %zu %zu %zu %zu %zu\\n", offsetof(Descriptor, tag), offsetof(Descriptor, lane),
+                offsetof(Descriptor, chunk),
                 offsetof(Descriptor, length), offsetof(Descriptor, offset),
                 offsetof(Descriptor, capacity));
     std::printf("%llu %llu %llu %llu %llu %llu %llu\\n", (unsigned long long)F_DESC_HEAD,
                 (unsigned long long)F_DESC_TAIL, (unsigned long long)F_REC_HEAD,
                 (unsigned long long)F_REC_TAIL, (unsigned long long)F_PROGRESS,
                 (unsigned long long)F_WAKE_ENDS, (unsigned long long)F_SLEEPING);
-    std::printf("%llu %llu %llu %llu %llu %llu %llu %llu\\n", (unsigned long long)D_BYTES,
+    std::printf("%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\\n",
+                (unsigned long long)F_CREDIT, (unsigned long long)D_DROP_HELD,
+                (unsigned long long)D_BYTES,
                 (unsigned long long)D_FILE, (unsigned long long)D_PLACE,
                 (unsigned long long)D_UNPLACE, (unsigned long long)R_PAD,
                 (unsigned long long)R_BYTES, (unsigned long long)R_PLACED,
@@ -64,13 +67,15 @@ int main() {
                            check=True).stdout.splitlines()
     assert lines[0].split() == [str(VERSION), str(CONTROL_BYTES), str(DESCRIPTOR.size),
                                 str(RECORD_HEADER.size), str(PLACED.size)]
-    # the Python struct "<BBBBHHIIQQ": tag at 4, chunk at 8, length 12, offset 16, capacity 24
-    assert lines[1].split() == ["4", "8", "12", "16", "24"]
+    # the Python struct "<BBBBHHIIQQ": tag at 4, lane 6, chunk 8, length 12, offset 16,
+    # capacity 24
+    assert lines[1].split() == ["4", "6", "8", "12", "16", "24"]
     assert lines[2].split() == [str(f) for f in (Field.DESC_HEAD, Field.DESC_TAIL,
                                                  Field.REC_HEAD, Field.REC_TAIL,
                                                  Field.PROGRESS, Field.WAKE_ENDS,
                                                  Field.SLEEPING)]
-    assert lines[3].split() == [str(k) for k in (Desc.BYTES, Desc.FILE, Desc.PLACE,
+    assert lines[3].split() == [str(k) for k in (Field.CREDIT, Desc.DROP_HELD,
+                                                 Desc.BYTES, Desc.FILE, Desc.PLACE,
                                                  Desc.UNPLACE, Rec.PAD, Rec.BYTES, Rec.PLACED,
                                                  Rec.UNPLACED)]
     assert lines[4].split() == ["90", "165", str(HEADER_BYTES), str(TRAILER_BYTES),

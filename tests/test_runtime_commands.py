@@ -375,9 +375,11 @@ def test_conv_engine_parameters_need_the_simulated_board(tmp_path, capsys, devic
 
 def test_bench_loader_on_the_cpu(tmp_path, capsys):
     files = _files(tmp_path)
-    assert main(["bench", "loader", "--device", "cpu", "--passes", "2",
+    assert main(["bench", "loader", "--device", "cpu", "--passes", "2", "--batches", "2",
                  str(files["astronaut420"][0]), str(files["coffee444"][0])]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["device"] == "cpu" and report["images"] == 4 and report["ok"] == 4
+    assert report["device"] == "cpu" and report["images"] == 8 and report["ok"] == 8
+    assert report["batches"] == 2 and len(report["host_cpu_s_per_image_batches"]) == 2
+    assert report["mismatches"] == 0 and "bit-exact" in report["checked"]
     assert report["files"] == ["astronaut420.jpg", "coffee444.jpg"]
     assert {"host_cpu_s_per_image", "libjpeg_cpu_s_per_image", "host_vs_libjpeg"} <= set(report)

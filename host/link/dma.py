@@ -9,7 +9,9 @@ dma``), a model of what a PCIe card's DMA engine does.  On the host:
 * :meth:`DmaLink.post_file` posts one descriptor per file: ``FILE_AT`` (the engine reads the
   bytes where they lie in this process, as a card reads host RAM; probed when the link
   opens) or, where the engine may not read our memory, ``FILE`` (copied once into the
-  request ring); the engine cuts the file into frames and computes their CRCs;
+  request ring); the engine cuts the file into frames and computes their CRCs.  A file
+  posted for a core waits in the engine until that core's input FIFO has room for it
+  (:meth:`DmaLink.set_credit`), so the host posts files well ahead and sleeps;
 * :meth:`DmaLink.place` reserves room in the image arena for a tag's pixels and returns the
   NumPy array over it: the engine writes the decoded payloads there, and the host only learns
   how many bytes arrived (a ``PLACED`` record before that tag's ``JPEG_END`` frame);
@@ -123,7 +125,7 @@ class DmaTransport(Transport):
                       for f in (Field.DESC_HEAD, Field.DESC_TAIL, Field.REC_HEAD,
                                 Field.REC_TAIL, Field.PROGRESS, Field.WAKE_ENDS,
                                 Field.SLEEPING, Field.WANT_SPACE, Field.HOST_PID,
-                                Field.BY_ADDRESS)}
+                                Field.BY_ADDRESS, Field.CREDIT)}
         try:
             self.wfd = os.open(self.path + ".bell", os.O_WRONLY | os.O_NONBLOCK)
             self.rfd = os.open(self.path + ".done", os.O_RDONLY | os.O_NONBLOCK)
@@ -226,7 +228,7 @@ class DmaLink(FrameLink):
             pass
         value = int.from_bytes(os.urandom(8), "little")
         cell = ctypes.c_uint64(value)
-        self.posts.append((Desc.PROBE, 0, 0, 0, 0, (ctypes.addressof(cell), value)))
+        self.posts.append((Desc.PROBE, 0, 0, 0, 0, (ctypes.addressof(cell), value), 0, 0, 0))
         self._post()
         t.ring()
         deadline = time.monotonic() + timeout
@@ -237,15 +239,24 @@ class DmaLink(FrameLink):
     # ---- posting ------------------------------------------------------------------------
     # Posts wait in ``posts`` until the next :meth:`pump`, which writes them all and rings the
     # bell once (and only if the engine sleeps: see ``SLEEPING``).
+    # A post: (kind, opcode, status, tag, chunk, what, seq, lane, credit).
     def queue(self, opcode, tag, payload=b"", status=0, seq=0):
         """One frame, framed here (control requests, engine words, a file's closer)."""
         frame = b"".join(self._frame(opcode, tag, payload, status, seq))
-        self.posts.append((Desc.BYTES, 0, 0, 0, 0, frame))
+        self.posts.append((Desc.BYTES, 0, 0, 0, 0, frame, 0, 0, 0))
 
-    def post_file(self, tag, data, status, chunk):
+    def set_credit(self, fifo_bytes):
+        """The bytes each core's input FIFO holds: the engine holds a file posted for a core
+        (:meth:`post_file`'s ``core``) until the core has room for its ``credit``, and gets
+        the room back with the file's JPEG_END reply (0: no file is held back)."""
+        self.transport.index[Field.CREDIT].value = max(0, int(fifo_bytes))
+
+    def post_file(self, tag, data, status, chunk, core=None, credit=0):
         """A file's frames: the engine cuts ``data`` into ``chunk``-byte JPEG_DATA frames, the
-        last one JPEG_END (a long file goes as several descriptors).  Returns the last
-        frame's (number, payload): the file's closer."""
+        last one JPEG_END (a long file goes as several descriptors).  With ``core``, the
+        engine holds the file back until that core has room for ``credit`` bytes, behind the
+        core's earlier files (:meth:`set_credit`); without, it goes in posting order.
+        Returns the last frame's (number, payload): the file's closer."""
         data = memoryview(data)
         quarter = self.transport.src_size // 4         # parts of whole frames, if they fit
         part = quarter // chunk * chunk or quarter
@@ -255,8 +266,11 @@ class DmaLink(FrameLink):
             last = start + part >= len(data)
             opcode = Opcode.JPEG_END if last else Opcode.JPEG_DATA
             kind = Desc.FILE_AT if self.by_address else Desc.FILE
-            # (the engine numbers the part's frames on from the frames before it)
-            self.posts.append((kind, opcode, status, tag, chunk, piece, seq & 0xFF))
+            # (the engine numbers the part's frames on from the frames before it; the later
+            # parts of a file follow the first without credit of their own)
+            lane = 0 if core is None else core + 1
+            self.posts.append((kind, opcode, status, tag, chunk, piece, seq & 0xFF, lane,
+                               max(1, credit) if lane and not start else 0))
             frames = max(1, -(-len(piece) // chunk))
             seq += frames
         return (seq - 1) & 0xFF, piece[(frames - 1) * chunk:]
@@ -273,14 +287,14 @@ class DmaLink(FrameLink):
         weakref.finalize(owner, self.arena.release, off, size)
         array = np.frombuffer(owner, np.uint8, nbytes)
         self.held[tag] = array
-        self.posts.append((Desc.PLACE, 0, 0, tag, 0, (off, nbytes)))
+        self.posts.append((Desc.PLACE, 0, 0, tag, 0, (off, nbytes), 0, 0, 0))
         self.placed += 1
         return array
 
     def unplace(self, tag):
         """The engine forgets ``tag``'s placement; its slot is freed once it confirms."""
         if tag in self.held:
-            self.posts.append((Desc.UNPLACE, 0, 0, tag, 0, None))
+            self.posts.append((Desc.UNPLACE, 0, 0, tag, 0, None, 0, 0, 0))
 
     def _post(self):
         t, mm = self.transport, self.mm
@@ -289,8 +303,8 @@ class DmaLink(FrameLink):
             self.src_tail = self.src_inflight.popleft()[1]     # (and FILE_AT's bytes let go)
         head, posted = self.desc_head, False
         while self.posts and head - tail < t.desc_count:
-            kind, opcode, status, tag, chunk, what, *first = self.posts[0]
-            offset = capacity = length = 0
+            kind, opcode, status, tag, chunk, what, seq, lane, capacity = self.posts[0]
+            offset = length = 0
             if kind in (Desc.BYTES, Desc.FILE):
                 length = len(what)
                 offset = self._src_alloc(length)
@@ -310,8 +324,8 @@ class DmaLink(FrameLink):
             elif kind in (Desc.PLACE, Desc.PROBE):
                 offset, capacity = what
             DESCRIPTOR.pack_into(mm, t.desc_off + (head % t.desc_count) * DESCRIPTOR.size,
-                                 kind, opcode, status, first[0] if first else 0, tag, 0,
-                                 chunk, length, offset, capacity)
+                                 kind, opcode, status, seq, tag, lane, chunk, length, offset,
+                                 capacity)
             self.posts.popleft()
             head += 1
             posted = True
@@ -338,7 +352,11 @@ class DmaLink(FrameLink):
         return bool(self.posts)
 
     def abandon(self, barrier=False):
-        return 0                                # nothing waits on a barrier here
+        """The host voids its files in flight: the engine drops the ones it still holds back
+        and counts every core's FIFO as empty (nothing waits on a barrier here)."""
+        if not barrier:
+            self.posts.append((Desc.DROP_HELD, 0, 0, 0, 0, None, 0, 0, 0))
+        return 0
 
     # ---- the loop -----------------------------------------------------------------------
     def pump(self, timeout=0.0):

@@ -28,7 +28,7 @@ __all__ = ["MAGIC", "VERSION", "CONTROL_BYTES", "Field", "DESCRIPTOR", "RECORD_H
            "Desc", "Rec", "DEFAULT_SIZES", "region_offsets", "c_header", "PLACED"]
 
 MAGIC = b"DLFDMA\x00\x01"
-VERSION = 1
+VERSION = 2
 CONTROL_BYTES = 4096
 
 
@@ -59,11 +59,24 @@ class Field:
     HOST_PID = 640              # u64, host: its process, for FILE_AT's reads of its memory
     BY_ADDRESS = 704            # u64, engine: 0 not probed, 1 it can read the host's memory
                                 # (process_vm_readv, as a card reads host RAM), 2 it cannot
+    CREDIT = 768                # u64, host: the bytes each core's input FIFO holds; the engine
+                                # holds a file with a lane back until its core has room for it
+                                # (0: no file is held back)
 
 
 class Desc:
-    """Descriptor kinds (``DESCRIPTOR``: kind, opcode, status, seq, tag, _, chunk, length,
-    offset, capacity; 32 bytes; ``seq``: a FILE's first frame number)."""
+    """Descriptor kinds (``DESCRIPTOR``: kind, opcode, status, seq, tag, lane, chunk, length,
+    offset, capacity; 32 bytes; ``seq``: a FILE's first frame number).
+
+    ``lane`` (FILE and FILE_AT): 0, the file goes to the device in posting order; ``c + 1``,
+    it is for core ``c`` and the engine holds it back, behind core ``c``'s earlier files,
+    until that core's input FIFO has room for ``capacity`` bytes (its credit: the bytes it
+    takes there as the link carries them; 0 for the second and later parts of a long file,
+    which follow their first part).  The room comes back with the file's JPEG_END reply.
+    So the host can post many files ahead and sleep while the engine feeds each core as it
+    empties (a card's multi-queue DMA engine with per-queue credit); the request ring's
+    bytes and the descriptors then complete out of order, and ``DESC_TAIL`` counts those
+    done below the oldest one still held."""
     BYTES = 1       # ``length`` bytes at ``offset`` of the request ring go to the device as-is
     FILE = 2        # the same bytes cut into frames of ``chunk`` bytes: JPEG_DATA, the last
                     # one ``opcode`` (JPEG_END, or JPEG_DATA for a part of a long file)
@@ -74,6 +87,9 @@ class Desc:
                     # engine reads the file where it lies, the host copies nothing
     PROBE = 6       # can the engine read the host's memory?  ``offset``: an address holding
                     # the 8-byte value ``capacity``; the answer goes to BY_ADDRESS
+    DROP_HELD = 7   # the host voided its files in flight: the engine drops the files it
+                    # holds back (never sent; their descriptors done) and counts every core's
+                    # FIFO as empty again (as the host does; voided bytes may still drain)
 
 
 class Rec:
@@ -124,7 +140,7 @@ def c_header():
     lines += [f"constexpr uint32_t FLAG_BAD_CRC = {FLAG_BAD_CRC};",
               f"constexpr uint32_t FLAG_OVERFLOW = {FLAG_OVERFLOW};",
               "#pragma pack(push, 1)",
-              "struct Descriptor { uint8_t kind, opcode, status, seq; uint16_t tag, pad1; "
+              "struct Descriptor { uint8_t kind, opcode, status, seq; uint16_t tag, lane; "
               "uint32_t chunk, length; uint64_t offset, capacity; };",
               "struct RecordHeader { uint32_t kind, length; };",
               "struct Placed { uint16_t tag, flags; uint32_t bytes; };",

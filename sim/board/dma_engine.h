@@ -11,17 +11,26 @@
 // placed tag's JPEG_END frame the engine writes a PLACED record: how many bytes it placed and
 // whether any payload was damaged.
 //
+// A file posted with a lane (core c + 1) is held back, behind core c's earlier files, until
+// that core's input FIFO has room for its credit (the host's CREDIT: what the FIFO holds); the
+// room comes back with the file's JPEG_END reply.  So the host posts many files ahead and
+// sleeps while the engine feeds each core as it empties, as a card's multi-queue DMA engine
+// does with per-queue credit.  Descriptors then finish out of order: DESC_TAIL counts those
+// done below the oldest one still held, and only those are the host's again.
+//
 // Doorbells are two named pipes: the host writes a byte to PATH.bell after posting (it wakes
 // an idle board), the engine writes one to PATH.done after an I/O step that wrote records.
 #pragma once
 
 #include "dma_layout.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <poll.h>
 #include <string>
@@ -99,6 +108,18 @@ struct Engine {
     // Towards the device: the descriptor being worked on, and frame bytes not yet taken.
     bool busy = false;
     Descriptor cur{};
+    uint64_t cur_index = 0;                          // its number (free-running)
+    uint64_t next = 0;                               // the next descriptor to read
+    std::vector<uint8_t> done_early;                 // per ring slot: done above the tail
+    // Files held back by credit: a queue per core, in posting order, and per core the
+    // credit of its files sent and not yet answered with JPEG_END.
+    struct Held { uint64_t index; Descriptor d; bool waited = false; };
+    std::vector<std::deque<Held>> lanes;
+    std::vector<uint64_t> owed;
+    struct Credit { uint16_t lane = 0; uint64_t bytes = 0; };
+    std::vector<Credit> credits = std::vector<Credit>(65536);
+    size_t next_lane = 0;                            // round robin among the cores
+    uint64_t held_now = 0, held_files = 0, held_back = 0, dropped_held = 0;
     uint64_t cur_pos = 0;
     bool cur_framed = false;
     std::vector<uint8_t> stage, remote;
@@ -123,6 +144,7 @@ struct Engine {
     uint64_t bad_crc = 0, overflows = 0, hunted = 0, gaps = 0;
 
     static constexpr uint32_t MAX_FRAME = 64u << 20;
+    static constexpr uint16_t MAX_LANES = 256;       // (more: the file goes in posting order)
     static constexpr size_t STEP = 64u << 10;        // reply bytes per parsing step
 
     uint64_t* word(uint64_t off) { return reinterpret_cast<uint64_t*>(base + off); }
@@ -139,6 +161,7 @@ struct Engine {
         bell_path = p + ".bell";
         done_path = p + ".done";
         desc_count = DEFAULT_DESC_COUNT;
+        done_early.assign(desc_count, 0);
         src_size = request_bytes ? (request_bytes + 4095) / 4096 * 4096 : DEFAULT_SRC_SIZE;
         rec_size = DEFAULT_REC_SIZE;
         arena_size = arena_bytes ? (arena_bytes + 4095) / 4096 * 4096 : DEFAULT_ARENA_SIZE;
@@ -272,10 +295,94 @@ struct Engine {
         cur_pos += n;
     }
 
+    // Descriptor `index` is done: the tail moves over it and over those done after it (their
+    // request bytes, and FILE_AT's memory, are the host's again).
+    void complete(uint64_t index) {
+        ++descriptors;
+        uint64_t tail = *word(F_DESC_TAIL);
+        if (index != tail) {
+            done_early[index % desc_count] = 1;
+            return;
+        }
+        ++tail;
+        while (tail < next && done_early[tail % desc_count]) done_early[tail++ % desc_count] = 0;
+        set(F_DESC_TAIL, tail);
+    }
+
     void finish_descriptor() {
         busy = false;
-        set(F_DESC_TAIL, *word(F_DESC_TAIL) + 1);    // its request bytes are the host's again
-        ++descriptors;
+        complete(cur_index);
+    }
+
+    // ---- credit ------------------------------------------------------------------------
+    void hold(uint64_t index, const Descriptor& d) {
+        const size_t lane = d.lane - 1u;
+        if (lanes.size() <= lane) lanes.resize(lane + 1), owed.resize(lane + 1, 0);
+        lanes[lane].push_back(Held{index, d});
+        ++held_now;
+        ++held_files;
+    }
+
+    // Whether the first file held for `lane` may go: a later part of a file already sent, a
+    // core with nothing in flight (it takes any file), or room for the file's credit.
+    bool may_go(size_t lane, uint64_t limit) const {
+        if (lanes[lane].empty()) return false;
+        const Descriptor& d = lanes[lane].front().d;
+        return !d.capacity || !limit || !owed[lane] || owed[lane] + d.capacity <= limit;
+    }
+
+    // The first file, round robin over the cores, that may go; it becomes the descriptor
+    // worked on.
+    bool admit() {
+        if (!held_now) return false;
+        const uint64_t limit = get(F_CREDIT);
+        for (size_t k = 0; k < lanes.size(); ++k) {
+            const size_t lane = (next_lane + k) % lanes.size();
+            std::deque<Held>& q = lanes[lane];
+            if (!may_go(lane, limit)) {
+                if (!q.empty() && !q.front().waited) q.front().waited = true, ++held_back;
+                continue;
+            }
+            const Descriptor& d = q.front().d;
+            if (d.capacity) {
+                owed[lane] += d.capacity;
+                credits[d.tag] = Credit{uint16_t(lane + 1), d.capacity};
+            }
+            start(q.front().index, d);
+            q.pop_front();
+            --held_now;
+            next_lane = lane + 1;
+            return true;
+        }
+        return false;
+    }
+
+    // A file's JPEG_END reply: its core's room comes back.
+    void release(uint16_t tag) {
+        Credit& c = credits[tag];
+        if (!c.lane) return;
+        uint64_t& o = owed[c.lane - 1u];
+        o -= std::min(o, c.bytes);
+        c = Credit{};
+    }
+
+    void drop_held() {
+        for (std::deque<Held>& q : lanes) {
+            for (const Held& h : q) complete(h.index);
+            dropped_held += q.size();
+            q.clear();
+        }
+        held_now = 0;
+        std::fill(owed.begin(), owed.end(), 0);
+        std::fill(credits.begin(), credits.end(), Credit{});
+    }
+
+    void start(uint64_t index, const Descriptor& d) {
+        cur = d;
+        cur_index = index;
+        cur_pos = 0;
+        cur_framed = false;
+        busy = true;
     }
 
     // Up to `room` request bytes for the device; 0 when there is nothing.
@@ -299,12 +406,18 @@ struct Engine {
                 continue;
             }
             if (!busy) {
-                const uint64_t tail = *word(F_DESC_TAIL);
-                if (get(F_DESC_HEAD) == tail) break;
-                cur = desc[tail % desc_count];
-                cur_pos = 0;
-                cur_framed = false;
-                busy = true;
+                // every new descriptor first (control requests overtake held files), then a
+                // held file whose core has room
+                if (get(F_DESC_HEAD) == next) {
+                    if (admit()) continue;
+                    break;
+                }
+                const Descriptor d = desc[next % desc_count];
+                if ((d.kind == D_FILE || d.kind == D_FILE_AT) && d.lane && d.lane <= MAX_LANES) {
+                    hold(next++, d);
+                    continue;
+                }
+                start(next++, d);
                 if (cur.kind == D_PLACE) {
                     Place& pl = places[cur.tag];
                     pl = Place{};
@@ -315,7 +428,7 @@ struct Engine {
                     }
                     finish_descriptor();
                 } else if (cur.kind == D_UNPLACE) {
-                    if (rec_free() < (1u << 20)) { busy = false; break; }   // after the host reads
+                    if (rec_free() < (1u << 20)) { busy = false; --next; break; }   // after the host reads
                     placed_record(uint32_t(R_UNPLACED), cur.tag);
                     urgent = true;
                     finish_descriptor();
@@ -324,6 +437,9 @@ struct Engine {
                     const bool ok = read_host(cur.offset, reinterpret_cast<uint8_t*>(&value), 8) &&
                                     value == cur.capacity;
                     set(F_BY_ADDRESS, ok ? 1 : 2);
+                    finish_descriptor();
+                } else if (cur.kind == D_DROP_HELD) {
+                    drop_held();
                     finish_descriptor();
                 } else if (cur.kind == D_FILE_AT) {
                     // read where it lies, chunk by chunk (stage_frame)
@@ -367,7 +483,7 @@ struct Engine {
             return;
         }
         if (opcode == OP_JPEG_END && pl.on) placed_record(uint32_t(R_PLACED), frame_tag);
-        if (opcode == OP_JPEG_END) ++ends_unread;
+        if (opcode == OP_JPEG_END) ++ends_unread, release(frame_tag);
         else urgent = true;
         pass.insert(pass.end(), hdr, hdr + HEADER_SECTION);
         state = remaining ? PAY_PASS : TRL_PASS;
@@ -480,7 +596,15 @@ struct Engine {
         (void)r;
     }
 
-    bool pending() { return busy || stage_pos < stage.size() || get(F_DESC_HEAD) != *word(F_DESC_TAIL); }
+    // Work towards the device (held files wait for replies, which the device's clock brings).
+    bool pending() {
+        if (busy || stage_pos < stage.size() || get(F_DESC_HEAD) != next) return true;
+        if (!held_now) return false;
+        const uint64_t limit = get(F_CREDIT);
+        for (size_t lane = 0; lane < lanes.size(); ++lane)
+            if (may_go(lane, limit)) return true;
+        return false;
+    }
 
     // The idle board's sleep: until the host rings (or, with replies waiting for room in the
     // record ring, a short while: the host frees room without ringing).

@@ -727,11 +727,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr,
                      ", \"dma_descriptors\": %llu, \"dma_records\": %llu, \"dma_placed_bytes\": %llu, "
                      "\"dma_placed_frames\": %llu, \"dma_bad_crc\": %llu, \"dma_overflows\": %llu, "
-                     "\"dma_hunted\": %llu, \"dma_remote_errors\": %llu",
+                     "\"dma_hunted\": %llu, \"dma_remote_errors\": %llu, \"dma_held_files\": %llu, "
+                     "\"dma_held_back\": %llu, \"dma_dropped_held\": %llu",
                      (unsigned long long)e.descriptors, (unsigned long long)e.records,
                      (unsigned long long)e.placed_bytes, (unsigned long long)e.placed_frames,
                      (unsigned long long)e.bad_crc, (unsigned long long)e.overflows,
-                     (unsigned long long)e.hunted, (unsigned long long)e.remote_errors);
+                     (unsigned long long)e.hunted, (unsigned long long)e.remote_errors,
+                     (unsigned long long)e.held_files, (unsigned long long)e.held_back,
+                     (unsigned long long)e.dropped_held);
     }
 #if UART_MODE
     // board_seconds: the time the board would have taken (the clock stands for N * 3 MHz).
