@@ -1,0 +1,164 @@
+"""Golden model of Pillow's 8-bit resampling (``Image.resize``, what torchvision's PIL path
+runs for ``Resize``, ``CenterCrop`` + ``Resize`` and ``RandomResizedCrop``), bit-exact.
+
+Pillow resamples in two separable passes of integer arithmetic once its coefficients exist:
+a horizontal pass into an 8-bit intermediate image (only over the rows the vertical pass
+will read), then a vertical pass.  Each output sample is ``clip8((2**21 + sum(p * k)) >>
+22)``, with coefficients ``k`` rounded to 22 fraction bits (half away from zero) from
+doubles that depend on the sizes alone.  So the host can compute the coefficients for each
+image, and gateware only multiplies and accumulates: this model is the reference both are
+checked against, and it is itself checked against Pillow (tests/test_resample_model.py).
+
+Written from Pillow's ``src/libImaging/Resample.c`` (``precompute_coeffs``,
+``normalize_coeffs_8bpc``, ``ImagingResampleInner``); the details that matter for exactness:
+the box's corners are C ``float`` (single precision), the filter's support widens by the
+downscale factor (antialiasing), bounds round by truncating ``x + 0.5`` toward zero, and a
+pass is skipped when its axis keeps its size and the box covers it.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["FILTERS", "PRECISION_BITS", "Coefficients", "coefficients", "resize", "crop_resize"]
+
+#: Fraction bits of the integer coefficients (Pillow: 32 - 8 - 2).
+PRECISION_BITS = 22
+
+
+def _bilinear(x):
+    x = abs(x)
+    return 1.0 - x if x < 1.0 else 0.0
+
+
+def _bicubic(x, a=-0.5):
+    x = abs(x)
+    if x < 1.0:
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1
+    if x < 2.0:
+        return (((x - 5) * x + 8) * x - 4) * a
+    return 0.0
+
+
+#: Pillow's filter name -> (function, support); the names of ``PIL.Image.Resampling``.
+FILTERS = {"BILINEAR": (_bilinear, 1.0), "BICUBIC": (_bicubic, 2.0)}
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """One axis of a resize: output sample ``i`` reads ``count[i]`` inputs from ``first[i]``
+    on, weighted by ``weights[i, :count[i]]`` (integers of 22 fraction bits; the rest 0)."""
+    first: np.ndarray          # (out,) int
+    count: np.ndarray          # (out,) int
+    weights: np.ndarray        # (out, taps) int64
+
+    @property
+    def taps(self):
+        return self.weights.shape[1]
+
+
+def coefficients(in_size, out_size, start=0.0, stop=None, filter="BILINEAR"):
+    """The integer coefficients of one axis: ``in_size`` samples, the box ``[start, stop)``
+    of them (default: all) resampled to ``out_size``."""
+    if in_size < 1 or out_size < 1:
+        raise ValueError(f"sizes must be positive, not {in_size} -> {out_size}")
+    function, base_support = FILTERS[filter]
+    stop = in_size if stop is None else stop
+    start32, stop32 = np.float32(start), np.float32(stop)
+    scale = float(np.float32(stop32 - start32)) / out_size     # (float in C, then double)
+    filterscale = max(scale, 1.0)
+    support = base_support * filterscale
+    taps = int(math.ceil(support)) * 2 + 1
+    first = np.zeros(out_size, np.int64)
+    count = np.zeros(out_size, np.int64)
+    weights = np.zeros((out_size, taps), np.int64)
+    ss = 1.0 / filterscale
+    one = float(1 << PRECISION_BITS)
+    for i in range(out_size):
+        center = float(start32) + (i + 0.5) * scale
+        lo = max(int(center - support + 0.5), 0)                # (C casts truncate to 0)
+        n = min(int(center + support + 0.5), in_size) - lo
+        w = [function((x + lo - center + 0.5) * ss) for x in range(n)]
+        total = 0.0                                 # (in order, as C adds them)
+        for v in w:
+            total += v
+        if total != 0.0:
+            w = [v / total for v in w]
+        first[i], count[i] = lo, n
+        for x, v in enumerate(w):
+            weights[i, x] = int(-0.5 + v * one) if v < 0 else int(0.5 + v * one)
+    return Coefficients(first, count, weights)
+
+
+def _pass(image, axis, coeffs, offset=0):
+    """One pass along ``axis`` (0 rows, 1 columns) of a uint8 array (H, W[, C])."""
+    taps = coeffs.taps
+    index = coeffs.first[:, None] - offset + np.arange(taps)[None, :]
+    limit = image.shape[axis] - 1
+    index = np.minimum(index, limit)                # (taps past ``count`` weigh 0)
+    weights = np.where(np.arange(taps)[None, :] < coeffs.count[:, None], coeffs.weights, 0)
+    src = image.astype(np.int64)
+    if axis == 1:
+        gathered = src[:, index]                    # (H, out, taps[, C])
+        w = weights[None, :, :] if src.ndim == 2 else weights[None, :, :, None]
+        acc = (gathered * w).sum(axis=2)
+    else:
+        gathered = src[index]                       # (out, taps, W[, C])
+        w = weights[:, :, None] if src.ndim == 2 else weights[:, :, None, None]
+        acc = (gathered * w).sum(axis=1)
+    acc += 1 << (PRECISION_BITS - 1)
+    return np.clip(acc >> PRECISION_BITS, 0, 255).astype(np.uint8)
+
+
+def resize(image, size, box=None, filter="BILINEAR"):
+    """``Image.fromarray(image).resize(size, filter, box)`` as an array: ``image`` uint8
+    (H, W) or (H, W, C), ``size`` (width, height) as Pillow takes it, ``box`` (left, upper,
+    right, lower) in input pixels (default: the whole image)."""
+    image = np.asarray(image)
+    if image.dtype != np.uint8:
+        raise ValueError(f"8-bit images only, not {image.dtype}")
+    height, width = image.shape[:2]
+    out_w, out_h = size
+    box = (0.0, 0.0, float(width), float(height)) if box is None else tuple(map(float, box))
+    need_h = out_w != width or box[0] != 0 or box[2] != out_w
+    need_v = out_h != height or box[1] != 0 or box[3] != out_h
+    vertical = coefficients(height, out_h, box[1], box[3], filter)
+    horizontal = coefficients(width, out_w, box[0], box[2], filter)
+    out = image
+    if vertical_first(box, size):
+        if need_v:
+            out = _pass(out, 0, vertical)
+        if need_h:
+            out = _pass(out, 1, horizontal)
+        return np.ascontiguousarray(out)
+    offset = 0
+    if need_h:
+        # (only the rows the vertical pass reads)
+        rows_first = int(vertical.first[0])
+        rows_last = int(vertical.first[-1] + vertical.count[-1])
+        out = _pass(image[rows_first:rows_last], 1, horizontal)
+        offset = rows_first
+    if need_v:
+        out = _pass(out, 0, vertical, offset)
+    return np.ascontiguousarray(out)
+
+
+def vertical_first(box, size):
+    """Whether Pillow runs the vertical pass first: since Pillow 13, when the height shrinks
+    by more than twice as many pixels as the width (found by experiment against Pillow
+    13.0.0, whose source was not at hand: the boundary is exact on every size tried).  The
+    order matters: the intermediate image is rounded to 8 bits."""
+    box_w, box_h = box[2] - box[0], box[3] - box[1]
+    out_w, out_h = size
+    return out_h < box_h and box_h - out_h > 2 * (box_w - out_w)
+
+
+def crop_resize(image, box, size, filter="BILINEAR"):
+    """``Image.crop(box).resize(size, filter)``: torchvision's ``resized_crop`` on a PIL
+    image.  ``box`` (left, upper, right, lower) in whole pixels, inside the image."""
+    left, upper, right, lower = box
+    height, width = np.asarray(image).shape[:2]
+    if not (0 <= left < right <= width and 0 <= upper < lower <= height):
+        raise ValueError(f"crop box {box} is not inside the {width}x{height} image")
+    return resize(np.asarray(image)[upper:lower, left:right], size, filter=filter)
