@@ -111,10 +111,11 @@ def _pass(image, axis, coeffs, offset=0):
     return np.clip(acc >> PRECISION_BITS, 0, 255).astype(np.uint8)
 
 
-def resize(image, size, box=None, filter="BILINEAR"):
+def resize(image, size, box=None, filter="BILINEAR", pillow=None):
     """``Image.fromarray(image).resize(size, filter, box)`` as an array: ``image`` uint8
     (H, W) or (H, W, C), ``size`` (width, height) as Pillow takes it, ``box`` (left, upper,
-    right, lower) in input pixels (default: the whole image)."""
+    right, lower) in input pixels (default: the whole image); ``pillow``: the Pillow major
+    version to follow (default: the installed one)."""
     image = np.asarray(image)
     if image.dtype != np.uint8:
         raise ValueError(f"8-bit images only, not {image.dtype}")
@@ -126,7 +127,7 @@ def resize(image, size, box=None, filter="BILINEAR"):
     vertical = coefficients(height, out_h, box[1], box[3], filter)
     horizontal = coefficients(width, out_w, box[0], box[2], filter)
     out = image
-    if vertical_first(box, size):
+    if vertical_first(box, size, pillow):
         if need_v:
             out = _pass(out, 0, vertical)
         if need_h:
@@ -144,21 +145,31 @@ def resize(image, size, box=None, filter="BILINEAR"):
     return np.ascontiguousarray(out)
 
 
-def vertical_first(box, size):
-    """Whether Pillow runs the vertical pass first: since Pillow 13, when the height shrinks
-    by more than twice as many pixels as the width (found by experiment against Pillow
-    13.0.0, whose source was not at hand: the boundary is exact on every size tried).  The
-    order matters: the intermediate image is rounded to 8 bits."""
+def _pillow_major():
+    import PIL
+    return int(PIL.__version__.split(".")[0])
+
+
+def vertical_first(box, size, pillow=None):
+    """Whether Pillow runs the vertical pass first.  Before Pillow 13 (``pillow``: its major
+    version, default the installed one) never; since, when the height shrinks by more than
+    twice as many pixels as the width (Pillow's pull request 9549; the rule was found by
+    experiment against Pillow 13.0.0, whose final source was not at hand, and the boundary
+    is exact on every size tried).  The order matters: the intermediate image is rounded to
+    8 bits."""
+    if (_pillow_major() if pillow is None else pillow) < 13:
+        return False
     box_w, box_h = box[2] - box[0], box[3] - box[1]
     out_w, out_h = size
     return out_h < box_h and box_h - out_h > 2 * (box_w - out_w)
 
 
-def crop_resize(image, box, size, filter="BILINEAR"):
+def crop_resize(image, box, size, filter="BILINEAR", pillow=None):
     """``Image.crop(box).resize(size, filter)``: torchvision's ``resized_crop`` on a PIL
     image.  ``box`` (left, upper, right, lower) in whole pixels, inside the image."""
     left, upper, right, lower = box
     height, width = np.asarray(image).shape[:2]
     if not (0 <= left < right <= width and 0 <= upper < lower <= height):
         raise ValueError(f"crop box {box} is not inside the {width}x{height} image")
-    return resize(np.asarray(image)[upper:lower, left:right], size, filter=filter)
+    return resize(np.asarray(image)[upper:lower, left:right], size, filter=filter,
+                  pillow=pillow)
