@@ -1,5 +1,6 @@
 """The JPEG golden model decodes real files exactly as libjpeg-turbo does (simplejpeg)."""
 
+import io
 import os
 
 import numpy as np
@@ -191,3 +192,79 @@ def test_fill_byte_before_a_stuffed_ff_is_data():
     filled = data[:k] + b"\xff" + data[k:]
     assert (decode(filled).pixels == decode(data).pixels).all()
     assert (decode(filled).pixels == reference(filled, "fancy")).all()
+
+
+# ---- scaled decoding (DCT-domain downscale) -----------------------------------------------------
+
+def scaled_reference(data, scale, mode="fancy"):
+    """libjpeg-turbo's scaled decode through simplejpeg, which takes the coarsest scale whose
+    output is at least ceil(size / scale): exactly 1/scale, unless a coarser one gives the
+    same size (:func:`_ambiguous`)."""
+    width, height = simplejpeg.decode_jpeg_header(data)[1::-1]
+    assert not _ambiguous(width, height, scale)
+    return simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False,
+                                  fastupsample=(mode == "fast"),
+                                  min_width=-(-width // scale), min_height=-(-height // scale))
+
+
+def _ambiguous(w, h, scale):
+    """Whether another of libjpeg-turbo's M/8 scales gives the same output size as 1/scale
+    (tiny images), so that simplejpeg may pick it."""
+    def size(m):
+        return -(-w * m // 8), -(-h * m // 8)
+    return any(size(m) == size(8 // scale) for m in range(1, 9) if m != 8 // scale)
+
+
+@pytest.mark.parametrize("scale", [2, 4, 8])
+@pytest.mark.parametrize("subsampling", [0, 1, 2], ids=SUBSAMPLING.get)
+def test_scaled_decode_matches_libjpeg_turbo(subsampling, scale):
+    """1/2, 1/4 and 1/8 of every colour layout at odd sizes, with restarts and optimised
+    tables, both upsampling modes: bit-exact to libjpeg-turbo's own scaled decode."""
+    for w, h in [size for size in SIZES + [(333, 211)] if not _ambiguous(*size, scale)]:
+        for quality, extra in ((75, {}), (92, {"restart_marker_blocks": 3}),
+                               (55, {"optimize": True})):
+            data = encode(photo("astronaut")[50:50 + h, 100:100 + w], quality=quality,
+                          subsampling=subsampling, **extra)
+            for mode in ("fancy", "fast"):
+                got = decode(data, mode, scale=scale).pixels
+                ref = scaled_reference(data, scale, mode)
+                assert got.shape == ref.shape == (-(-h // scale), -(-w // scale), 3)
+                assert np.array_equal(got, ref), (w, h, quality, mode)
+
+
+def test_scaled_decode_of_greyscale_and_real_files():
+    from PIL import Image
+    grey = encode(photo("camera")[:123, :77], quality=85)
+    files = [grey]
+    for name in ("rocket.jpg", "retina.jpg"):
+        with open(os.path.join(os.path.dirname(skimage.__file__), "data", name), "rb") as f:
+            files.append(f.read())
+    for data in files:
+        for scale in (2, 4, 8):
+            got = decode(data, scale=scale).pixels
+            assert np.array_equal(got, scaled_reference(data, scale))
+            # Pillow's draft asks libjpeg-turbo for the same scale
+            image = Image.open(io.BytesIO(data))
+            image.draft("RGB", (image.width // scale, image.height // scale))
+            assert image.size == got.shape[1::-1]
+            assert np.array_equal(np.asarray(image.convert("RGB")), got)
+
+
+def test_chroma_is_scaled_in_the_idct_not_upsampled():
+    """At 1/2 a 4:2:0 file's chroma gets the 8x8 IDCT and the luma a 4x4 one (jdmaster.c);
+    4:2:2 keeps chroma at 4x4 (vertical doubling does not divide) and upsamples it."""
+    from dlforge.sim.jpeg_model import component_sizes
+    from dlforge.sim.jpeg_parse import parse_headers
+    for subsampling, want in ((2, {2: [4, 8, 8], 4: [2, 4, 4], 8: [1, 2, 2]}),
+                              (1, {2: [4, 4, 4], 4: [2, 2, 2], 8: [1, 1, 1]}),
+                              (0, {2: [4, 4, 4], 4: [2, 2, 2], 8: [1, 1, 1]})):
+        data = encode(photo("astronaut")[:40, :40], quality=80, subsampling=subsampling)
+        headers = parse_headers(data, 4096, 4096)
+        for scale, sizes in want.items():
+            assert component_sizes(headers, scale) == sizes
+
+
+def test_bad_scale_is_refused():
+    data = encode(photo("astronaut")[:16, :16], quality=80)
+    with pytest.raises(ValueError, match="scale must be one of"):
+        decode(data, scale=3)
