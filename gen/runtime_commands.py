@@ -102,16 +102,20 @@ def cmd_stream(args):
         missing = [f for f in source if not Path(f).is_file()]
         if missing:
             raise ValueError(f"no such file or folder: {missing[0]}")
+    if args.transform and not args.size:
+        raise ValueError(f"--transform {args.transform} needs --size (the crop's side)")
     loader = JpegBatches(source, args.batch, size=args.size or None, layout=args.layout,
                          device=args.device, upsample=args.upsample,
-                         progress=args.progress and not args.json)
+                         progress=args.progress and not args.json, transform=args.transform,
+                         seed=args.seed)
     wall, cpu = time.perf_counter(), time.process_time()
     shapes = set()
     for batch in loader:
         shapes.add(tuple(batch.images.shape[1:]))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     report = {"device": args.device, "batch": args.batch, "size": args.size,
-              "layout": args.layout} | stream_report(loader, wall, cpu)
+              "layout": args.layout, "transform": args.transform} \
+        | stream_report(loader, wall, cpu)
     report["errors"] = [{"file": name, "error": why} for name, why in loader.errors]
     if args.json:
         print(json.dumps(report, indent=2))
@@ -171,6 +175,12 @@ def add_runtime_commands(sub):
                         help="resize the shorter side and centre-crop to SIZE (0: native size)")
     stream.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW")
     stream.add_argument("--upsample", choices=("fancy", "fast"), default="fancy")
+    stream.add_argument("--transform", choices=("eval", "train"), default=None,
+                        help="torchvision's pipeline instead of the plain resize, bit-exact to "
+                             "torchvision on Pillow: eval = Resize(SIZE*8/7) and "
+                             "CenterCrop(SIZE); train = RandomResizedCrop(SIZE) and the flip "
+                             "(on the host CPU for now)")
+    stream.add_argument("--seed", type=int, default=0, help="train: the draws' seed")
     stream.add_argument("--progress", action="store_true", help="a progress bar on stderr")
     stream.add_argument("--json", action="store_true")
     stream.set_defaults(func=cmd_stream)

@@ -31,9 +31,10 @@ import torch.nn.functional as F
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .decode_service import UPSAMPLING, DecoderService
+from .transforms import TRANSFORMS, eval_transform, train_transform
 
 __all__ = ["JpegBatches", "Batch", "Skipped", "DecodeFailed", "loader", "resize_image",
-           "scan_source", "JPEG_SUFFIXES", "LAYOUTS", "RESIZES"]
+           "train_generator", "scan_source", "JPEG_SUFFIXES", "LAYOUTS", "RESIZES"]
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 LAYOUTS = ("NCHW", "NHWC")
@@ -129,6 +130,15 @@ def _as_tensor(pixels):
     if t.shape[2] == 1:
         t = t.expand(-1, -1, 3)
     return t
+
+
+def train_generator(seed, epoch, name):
+    """The ``torch.Generator`` of one file's ``train`` draws: seeded from the loader's
+    ``seed``, the epoch and the file's name, so a file gets the same crop and flip whatever
+    the shard, worker or order that reads it (and other ones next epoch)."""
+    import hashlib
+    digest = hashlib.blake2b(f"{seed}/{epoch}/{name}".encode(), digest_size=8).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
 
 
 def resize_image(pixels, size, resize="shorter-crop"):
@@ -227,6 +237,8 @@ class _Producer:
     def __init__(self, ds, service, samples, pool):
         self.service, self.samples, self.pool = service, samples, pool
         self.batch_size, self.size, self.resize = ds.batch_size, ds.size, ds.resize
+        self.transform, self.eval_resize = ds.transform, ds.eval_resize
+        self.seed, self.epoch = ds.seed, ds.epoch
         self.nhwc = ds.layout == "NHWC"
         self.drop_last, self.skip_errors = ds.drop_last, ds.skip_errors
         self.queue = queue.Queue(maxsize=ds.prefetch)
@@ -265,7 +277,10 @@ class _Producer:
                         raise DecodeFailed(result.name, result.error)
                     delta.errors.append(Skipped(result.name, result.error))
                     continue
-                image = resize_image(result.pixels, self.size, self.resize)
+                if self.transform:
+                    image = self._transformed(result)
+                else:
+                    image = resize_image(result.pixels, self.size, self.resize)
                 result.pixels = None        # the full-size image is not kept while staged
                 staged.append((result, image.permute(1, 2, 0) if self.nhwc else image))
                 if len(staged) == self.batch_size:
@@ -286,6 +301,15 @@ class _Producer:
         finally:
             if results is not None:
                 results.close()
+
+    def _transformed(self, result):
+        """torchvision's pipeline (host/transforms.py) on the decoded image, as (3, H, W)."""
+        if self.transform == "eval":
+            out = eval_transform(result.pixels, self.eval_resize, self.size)
+        else:
+            out = train_transform(result.pixels, train_generator(self.seed, self.epoch,
+                                                                 result.name), self.size)
+        return torch.from_numpy(out).permute(2, 0, 1)
 
     def _emit(self, staged, delta):
         shape = staged[0][1].shape
@@ -445,7 +469,8 @@ class JpegBatches(IterableDataset):
     def __init__(self, source, batch_size, size=224, layout="NCHW", device="sim", service=None,
                  upsample="fancy", resize="shorter-crop", drop_last=False, prefetch=2,
                  buffers=16, pin_memory=None, rank=None, world_size=None, shuffle=False,
-                 seed=0, epoch=0, progress=False, skip_errors=True):
+                 seed=0, epoch=0, progress=False, skip_errors=True, transform=None,
+                 eval_resize=None):
         super().__init__()
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
@@ -455,6 +480,14 @@ class JpegBatches(IterableDataset):
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
         if resize not in RESIZES:
             raise ValueError(f"resize must be one of {', '.join(RESIZES)}, not {resize!r}")
+        if transform is not None:
+            if transform not in TRANSFORMS:
+                raise ValueError(f"transform must be one of {', '.join(TRANSFORMS)} or None, "
+                                 f"not {transform!r}")
+            if size is None:
+                raise ValueError(f"transform={transform!r} needs size= (the crop's side)")
+        if eval_resize is None:
+            eval_resize = 256 if size == 224 else int(round((size or 224) * 256 / 224))
         if upsample not in UPSAMPLING:
             raise ValueError(f"upsample must be one of {', '.join(UPSAMPLING)}, "
                              f"not {upsample!r}")
@@ -476,6 +509,10 @@ class JpegBatches(IterableDataset):
         self.files = [path for path, _ in self.samples]
         self.labels = [label for _, label in self.samples]
         self.batch_size, self.size, self.layout, self.resize = batch_size, size, layout, resize
+        #: torchvision's pipeline instead of ``resize``: ``eval`` (``Resize(eval_resize)``,
+        #: ``CenterCrop(size)``) or ``train`` (``RandomResizedCrop(size)`` and the flip,
+        #: each file's draws from :func:`train_generator`), bit-exact to torchvision on Pillow
+        self.transform, self.eval_resize = transform, int(eval_resize)
         self.device, self.upsample = device, upsample
         self.drop_last, self.prefetch, self.buffers = bool(drop_last), prefetch, buffers
         self.keep = buffers - prefetch - 1

@@ -99,8 +99,7 @@ def eval_transform(pixels, resize=256, crop=224):
     size = resize_size(image.width, image.height, resize)
     if size != image.size:
         image = image.resize(size, Image.Resampling.BILINEAR)
-    out = np.asarray(image.crop(center_crop_box(*size, crop)).convert("RGB"))
-    return out
+    return np.array(image.crop(center_crop_box(*size, crop)).convert("RGB"))  # (writable)
 
 
 def train_transform(pixels, generator, size=224, flip=True):
@@ -109,7 +108,7 @@ def train_transform(pixels, generator, size=224, flip=True):
     image = _pillow(pixels)
     box = random_resized_crop_box(image.width, image.height, generator)
     image = image.crop(box).resize((size, size), Image.Resampling.BILINEAR)
-    out = np.asarray(image.convert("RGB"))
+    out = np.array(image.convert("RGB"))                                      # (writable)
     if flip and flip_draw(generator):
         out = np.ascontiguousarray(out[:, ::-1])
     return out

@@ -365,3 +365,66 @@ def test_stats_and_progress(tree, capsys):
     assert s["host_cpu_s"] > 0 and s["decode_wait_s"] >= 0
     err = capsys.readouterr().err
     assert "10/10" in err and "error=1" in err and "img" in err
+
+
+# ---- torchvision's pipelines ------------------------------------------------------------------
+
+def _pillow_decoded(path):
+    with Image.open(path) as image:
+        return image.convert("RGB")
+
+
+@pytest.mark.parametrize("size", [224, 64])
+def test_eval_transform_equals_torchvision_on_pillow(tree, size):
+    """``transform="eval"``: ``Resize(256)`` then ``CenterCrop(224)`` (at 64: 73 then 64),
+    each image equal to Pillow's decode through torchvision's rules written out here."""
+    from dlforge.host.loader import JpegBatches as Batches
+    resize_to = 256 if size == 224 else round(size * 256 / 224)
+    batches = _all(Batches(tree, 4, size=size, device="cpu", transform="eval",
+                           layout="NHWC"))
+    names = [n for _, _, ns, _ in batches for n in ns]
+    assert len(names) == GOOD
+    for images, _, ns, _ in batches:
+        for image, name in zip(images, ns):
+            im = _pillow_decoded(name)
+            w, h = im.size
+            new = (resize_to, int(resize_to * h / w)) if w <= h else \
+                (int(resize_to * w / h), resize_to)
+            if new != im.size:
+                im = im.resize(new, Image.Resampling.BILINEAR)
+            top, left = int(round((new[1] - size) / 2.0)), int(round((new[0] - size) / 2.0))
+            want = np.asarray(im.crop((left, top, left + size, top + size)))
+            assert np.array_equal(image.numpy(), want), name
+
+
+def test_train_transform_draws_per_file_as_torchvision(tree):
+    """``transform="train"``: each file's ``RandomResizedCrop`` and flip come from its own
+    generator (seed, epoch, name): the same pixels in any order or shard, others next epoch."""
+    from dlforge.host.loader import train_generator
+    from test_transforms import _reference_params
+    ds = JpegBatches(tree, 3, size=96, device="cpu", transform="train", seed=5, layout="NHWC")
+    got = {n: img.numpy() for images, _, ns, _ in _all(ds) for img, n in zip(images, ns)}
+    assert len(got) == GOOD
+    for name, image in got.items():
+        im = _pillow_decoded(name)
+        torch.manual_seed(train_generator(5, 0, name).initial_seed())
+        top, left, h, w = _reference_params(*im.size)
+        want = np.asarray(im.crop((left, top, left + w, top + h)).resize(
+            (96, 96), Image.Resampling.BILINEAR))
+        if bool(torch.rand(1) < 0.5):
+            want = want[:, ::-1]
+        assert np.array_equal(image, want), name
+    shuffled = JpegBatches(tree, 2, size=96, device="cpu", transform="train", seed=5,
+                           shuffle=True, layout="NHWC")
+    again = {n: img.numpy() for images, _, ns, _ in _all(shuffled) for img, n in zip(images, ns)}
+    assert all(np.array_equal(again[n], got[n]) for n in got)
+    shuffled.set_epoch(1)
+    later = {n: img.numpy() for images, _, ns, _ in _all(shuffled) for img, n in zip(images, ns)}
+    assert sum(np.array_equal(later[n], got[n]) for n in got) < GOOD
+
+
+def test_transform_parameters_are_checked(tree):
+    with pytest.raises(ValueError, match="transform must be one of eval, train"):
+        JpegBatches(tree, 2, device="cpu", transform="test")
+    with pytest.raises(ValueError, match="needs size="):
+        JpegBatches(tree, 2, device="cpu", transform="eval", size=None)

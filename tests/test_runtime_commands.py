@@ -225,6 +225,18 @@ def test_stream_on_the_cpu(tmp_path, capsys):
     assert "2 images in 2 batches of up to 1" in capsys.readouterr().out
 
 
+def test_stream_with_torchvision_transforms(tmp_path, capsys):
+    data = _dataset(tmp_path, corrupt=True)
+    for transform in ("eval", "train"):
+        code, report, _ = _stream(capsys, "--device", "cpu", "--images", str(data), "--batch",
+                                  "3", "--size", "24", "--transform", transform, "--seed", "3")
+        assert code == 1 and report["transform"] == transform
+        assert (report["images"], report["ok"], report["fallback"]) == (4, 3, 1)
+    assert main(["stream", "--device", "cpu", "--images", str(data), "--size", "0",
+                 "--transform", "eval"]) == 2
+    assert "--transform eval needs --size" in capsys.readouterr().err
+
+
 # ---- a board started by hand ---------------------------------------------------------------------
 
 class _HandStartedBoard:
