@@ -91,14 +91,24 @@ def cmd_synth(args):
 def cmd_bench(args):
     """Run a block's speed measurement in simulation and print the figures as JSON."""
     from ..sim.runner import default_simulator, run_cocotb
+    if args.block == "loader" and args.transform:
+        from ..host.bench_transform import bench_transform
+        report = bench_transform(args.files or None, args.transform, args.device or "sim:dma",
+                                 passes=args.passes or 4,
+                                 batches=args.batches)
+        print(json.dumps(report, indent=2))
+        # a wrong image fails it on any device; the budget, on the DMA link
+        over = args.device in (None, "sim:dma") and not report["within_5_percent"]
+        return 1 if report["mismatches"] or over else 0
     if args.block == "loader":
         from ..host.bench_loader import bench_loader, bench_loader_both
         if args.device in (None, "sim:dma"):
             # the DMA link, with TCP beside it; exit 1 past the host's budget on DMA
-            report = bench_loader_both(args.files or None, passes=args.passes,
+            report = bench_loader_both(args.files or None, passes=args.passes or 8,
                                        batches=args.batches)
         else:
-            report = bench_loader(args.files or None, device=args.device, passes=args.passes,
+            report = bench_loader(args.files or None, device=args.device,
+                                  passes=args.passes or 8,
                                   batches=args.batches)
         print(json.dumps(report, indent=2))
         # a wrong image fails it on any device; the budget, on the DMA link
@@ -213,8 +223,13 @@ def build_parser():
                        help="loader: the device to measure the host path against (default "
                             "sim:dma); conv: sim runs the layers through the simulated "
                             "board's link instead of the engine alone")
-    bench.add_argument("--passes", type=int, default=8, metavar="N",
-                       help="loader: rounds of the files, streamed as one (default 8)")
+    bench.add_argument("--passes", type=int, default=None, metavar="N",
+                       help="loader: rounds of the files, streamed as one (default 8; 4 with "
+                            "--transform)")
+    bench.add_argument("--transform", choices=("eval", "train"), default=None,
+                       help="loader: training-ready images (torchvision's pipeline) against "
+                            "the CPU pipeline (Pillow decode + the same transform) on "
+                            "ImageNet-size photos (default passes 4)")
     bench.add_argument("--batches", type=int, default=3, metavar="N",
                        help="loader: times the rounds are streamed; the median batch's "
                             "figure counts (default 3)")

@@ -385,6 +385,18 @@ def test_conv_engine_parameters_need_the_simulated_board(tmp_path, capsys, devic
 
 # ---- bench loader -------------------------------------------------------------------------------
 
+def test_bench_loader_with_a_transform_on_the_cpu(tmp_path, capsys):
+    """Training-ready images: every one equal to the CPU pipeline's, the figures reported."""
+    files = _files(tmp_path)
+    for transform in ("eval", "train"):
+        main(["bench", "loader", "--device", "cpu", "--transform", transform, "--passes", "2",
+              "--batches", "1", str(files["astronaut420"][0]), str(files["coffee444"][0])])
+        report = json.loads(capsys.readouterr().out)
+        assert report["transform"] == transform and report["images"] == 4
+        assert report["ok"] == 4 and report["mismatches"] == 0
+        assert report["host_cpu_s_per_image"] > 0 and report["cpu_pipeline_s_per_image"] > 0
+
+
 def test_bench_loader_on_the_cpu(tmp_path, capsys):
     files = _files(tmp_path)
     assert main(["bench", "loader", "--device", "cpu", "--passes", "2", "--batches", "2",
