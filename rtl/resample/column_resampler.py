@@ -1,0 +1,159 @@
+"""The resampler's vertical pass in gateware: rows of 8-bit pixels in, each output row the
+weighted sum of ``count`` consecutive input rows, by Pillow's integer arithmetic
+(``sim/resample_model.py`` is the golden model).
+
+Input row ``r`` is kept in line buffer ``r mod taps``.  Output row ``y`` is made once input
+row ``first + count - 1`` (its ``need``) has arrived: every buffer is read at the same
+column in one clock, and each buffer's weight is stored per output row in the table,
+already matched to the input row that buffer then holds (:func:`column_table`), so the
+multiply-add needs no multiplexer.  The pass alternates: it takes input rows until the next
+output row can be made, then makes it (one pixel a clock; a row of both costs
+``2 x width`` clocks), because the next input row would overwrite a row still needed.
+
+Not yet here (issue 18): rows in and out at more than one pixel a clock, and taking the
+next input row while an output row is made.
+"""
+
+from amaranth import Cat, Module, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .row_resampler import PRECISION_BITS, WEIGHT_BITS
+
+__all__ = ["ColumnResampler", "column_table"]
+
+
+def column_table(coefficients, taps):
+    """The table entries of the vertical axis (``sim.resample_model.coefficients``): per
+    output row its ``need`` and one weight per line buffer (buffer ``b`` then holds input
+    row ``need - ((need - b) mod taps)``)."""
+    entries = []
+    for first, count, weights in zip(coefficients.first, coefficients.count,
+                                     coefficients.weights):
+        first, count = int(first), int(count)
+        if count > taps:
+            raise ValueError(f"an output needs {count} taps, the resampler has {taps}")
+        if count < 1:
+            raise ValueError("an output with no input taps")
+        need = first + count - 1
+        per_buffer = []
+        for b in range(taps):
+            back = (need - b) % taps                # the buffer holds input row need - back
+            per_buffer.append(int(weights[count - 1 - back]) if back < count else 0)
+        entries.append((need, per_buffer))
+    return entries
+
+
+class ColumnResampler(wiring.Component):
+    """Rows up to ``max_width`` pixels of ``channels`` 8-bit channels; images up to
+    ``max_height`` output rows; ``taps`` line buffers."""
+
+    def __init__(self, max_width=4096, max_height=4096, taps=7, channels=3):
+        self.max_width, self.max_height = max_width, max_height
+        self.taps, self.channels = taps, channels
+        self.x_bits = max(1, (max_width - 1).bit_length())
+        self.y_bits = max(1, (max_height - 1).bit_length())
+        pixel = data.StructLayout({"pixel": unsigned(8 * channels), "last": 1})
+        self.entry = data.StructLayout({
+            "need": unsigned(self.y_bits + 1),
+            "weights": data.ArrayLayout(signed(WEIGHT_BITS), taps),
+        })
+        super().__init__({
+            "i": In(stream.Signature(pixel)),
+            "o": Out(stream.Signature(pixel)),
+            "width": In(unsigned(self.x_bits + 1)),        # of every row, in and out
+            "out_height": In(unsigned(self.y_bits + 1)),
+            "table_addr": In(unsigned(self.y_bits)),
+            "table_data": In(self.entry),
+            "table_we": In(1),
+            # a new image: its first row comes next (the table and sizes set before)
+            "restart": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        taps, channels = self.taps, self.channels
+        m.submodules.table = table = Memory(shape=self.entry, depth=self.max_height, init=[])
+        write = table.write_port()
+        read = table.read_port()
+        m.d.comb += [write.addr.eq(self.table_addr), write.data.eq(self.table_data),
+                     write.en.eq(self.table_we)]
+        entry = self.entry(read.data)
+
+        rows_in = Signal(self.y_bits + 2)               # input rows taken completely
+        row = Signal(self.y_bits + 1)                   # the next output row
+        slot = Signal(range(taps))                      # the buffer of the row coming in
+        column_in = Signal(self.x_bits + 1)
+        column_out = Signal(self.x_bits + 1)            # the next column to read
+        pending = Signal()                              # a read's data is at the ports
+
+        rows_left = row < self.out_height
+        making = rows_left & (rows_in == entry.need + 1)
+
+        buffers, ports = [], []
+        for b in range(taps):
+            mem = Memory(shape=unsigned(8 * channels), depth=self.max_width, init=[])
+            m.submodules[f"line{b}"] = mem
+            w, r = mem.write_port(), mem.read_port()
+            buffers.append((w, r))
+            ports.append(r)
+
+        # input: into the buffer of its row, while no output row can be made
+        take = ~making & self.i.valid
+        m.d.comb += self.i.ready.eq(take)
+        for b, (w, _) in enumerate(buffers):
+            m.d.comb += [w.addr.eq(column_in), w.data.eq(self.i.payload.pixel),
+                         w.en.eq(take & (slot == b))]
+        with m.If(take):
+            m.d.sync += column_in.eq(column_in + 1)
+            with m.If(self.i.payload.last):
+                m.d.sync += [column_in.eq(0), rows_in.eq(rows_in + 1), slot.eq(slot + 1)]
+                with m.If(slot == taps - 1):
+                    m.d.sync += slot.eq(0)
+
+        # output: read every buffer at one column, multiply-add the data a clock later
+        sums = []
+        for c in range(channels):
+            acc = 1 << (PRECISION_BITS - 1)
+            for b in range(taps):
+                acc = acc + ports[b].data[8 * c:8 * c + 8] * entry.weights[b]
+            total = Signal(signed(8 + WEIGHT_BITS + taps.bit_length() + 1), name=f"sum{c}")
+            m.d.comb += total.eq(acc)
+            shifted = total >> PRECISION_BITS
+            clipped = Signal(8, name=f"clip{c}")
+            with m.If(shifted < 0):
+                m.d.comb += clipped.eq(0)
+            with m.Elif(shifted > 255):
+                m.d.comb += clipped.eq(255)
+            with m.Else():
+                m.d.comb += clipped.eq(shifted[:8])
+            sums.append(clipped)
+
+        advance = making & (~pending | ~self.o.valid | self.o.ready)
+        issue = advance & (column_out < self.width)
+        for r in ports:
+            m.d.comb += [r.addr.eq(column_out), r.en.eq(advance)]
+        with m.If(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(advance):
+            m.d.sync += pending.eq(issue)
+            with m.If(pending):
+                m.d.sync += [self.o.valid.eq(1), self.o.payload.pixel.eq(Cat(*sums)),
+                             self.o.payload.last.eq(column_out == self.width)]
+            with m.If(issue):
+                m.d.sync += column_out.eq(column_out + 1)
+        row_made = advance & ~issue & pending
+        # the table entry of the row after this clock (the read port answers a clock on)
+        next_row = Signal.like(row)
+        m.d.comb += next_row.eq(row)
+        with m.If(row_made):
+            m.d.comb += next_row.eq(row + 1)
+            m.d.sync += column_out.eq(0)
+        m.d.comb += read.addr.eq(next_row)
+        m.d.sync += row.eq(next_row)
+        with m.If(self.restart):
+            m.d.comb += read.addr.eq(0)
+            m.d.sync += [rows_in.eq(0), row.eq(0), slot.eq(0), column_in.eq(0),
+                         column_out.eq(0), pending.eq(0)]
+        return m
