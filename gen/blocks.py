@@ -274,8 +274,54 @@ def _link_block():
     )
 
 
+def _bench_jobs(taps, width=96, height=72):
+    """Crops of the whole bench image shrunk by 1 to 8 (those ``taps`` allow: bilinear by f
+    needs 2 ceil(f) + 1)."""
+    jobs = []
+    for factor in (1, 1.5, 2, 3, 4, 6, 8):
+        if 2 * -(-factor // 1) + 1 <= taps:
+            jobs.append([[0, 0, width, height],
+                         [max(1, round(width / factor)), max(1, round(height / factor))]])
+    return jobs
+
+
+def _resample_block():
+    from dlforge.rtl.resample.resampler import Resampler
+
+    def build(taps=7, max_width=1024, max_height=1024):
+        return Resampler(max_width=max_width, max_height=max_height, taps=taps)
+
+    def facts(c):
+        return {"function": "crop, then resize bit-exact to Pillow 13's BILINEAR/BICUBIC "
+                            "(torchvision's resized_crop on a PIL image): a horizontal pass "
+                            "over a window of the last taps pixels and a vertical pass over "
+                            "taps line buffers, in Pillow's order for the image",
+                "taps": c.taps, "max_width": c.max_width, "max_height": c.max_height,
+                "pixels_per_clock": 1}
+
+    def tb_params(c, blocks=None, seed=1):
+        return {"taps": c.taps, "seed": seed}
+
+    return Block(
+        name="resample",
+        summary="crop and resize bit-exact to Pillow (torchvision's PIL path), 1 pixel a clock",
+        params=(Param("taps", int, 7, None, "weights an output (bilinear shrinking by f needs "
+                                             "2 ceil(f) + 1)", short="t"),
+                Param("max_width", int, 1024, None, "widest image in and out", short="w"),
+                Param("max_height", int, 1024, None, "tallest image out", short="h")),
+        build=build,
+        facts=facts,
+        testbench="dlforge.sim.tb_resample",
+        tb_params=tb_params,
+        regression=({"taps": 7, "max_width": 128, "max_height": 128},),
+        bench=("crop_then_resize", {"width": 96, "height": 72, "jobs": _bench_jobs(7),
+                                    "valid_prob": 1.0, "ready_prob": 1.0}),
+    )
+
+
 _FACTORIES = {"idct": _idct_block, "entropy": _entropy_block, "blocks": _blocks_block,
-              "jpeg": _jpeg_block, "conv": _conv_block, "link": _link_block}
+              "jpeg": _jpeg_block, "conv": _conv_block, "link": _link_block,
+              "resample": _resample_block}
 
 
 def BLOCKS():

@@ -112,3 +112,11 @@ def test_crop_then_resize_matches_pillow(jobs):
         if int(Image.__version__.split(".")[0]) >= 13:
             pil = np.asarray(Image.fromarray(image).crop(box).resize(size, Image.BILINEAR))
             assert np.array_equal(out, pil)
+
+
+@pytest.mark.slow
+def test_generated_verilog_in_verilator(capsys):
+    """``dlforge sim resample``: the cocotb testbench (sim/tb_resample.py) on the generated
+    Verilog, crops shrunk and copied under random stalls, bit-exact to the model."""
+    from dlforge.gen.cli import main
+    assert main(["sim", "resample", "--max-width", "128", "--max-height", "128"]) == 0

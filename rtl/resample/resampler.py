@@ -62,6 +62,7 @@ class Resampler(wiring.Component):
                      columns.table_data.eq(self.column_table_data),
                      columns.table_we.eq(self.column_table_we),
                      columns.restart.eq(self.restart),
+                     rows.restart.eq(self.restart),
                      columns.out_height.eq(self.out_height),
                      rows.out_width.eq(self.out_width)]
 

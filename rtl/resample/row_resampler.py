@@ -71,6 +71,7 @@ class RowResampler(wiring.Component):
             "table_addr": In(unsigned(self.width_bits)),
             "table_data": In(self.entry),
             "table_we": In(1),
+            "restart": In(1),                       # drop a row begun (a new image)
         })
 
     def elaborate(self, platform):
@@ -129,8 +130,10 @@ class RowResampler(wiring.Component):
             m.d.sync += [window[j].eq(window[j - 1]) for j in range(1, taps)]
             with m.If(self.i.payload.last):
                 m.d.sync += row_in_done.eq(1)
-        with m.If(row_done):
+        with m.If(row_done | self.restart):
             m.d.sync += [received.eq(0), row_in_done.eq(0)]
+        with m.If(self.restart):
+            m.d.comb += next_column.eq(0)
 
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
