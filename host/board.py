@@ -405,8 +405,11 @@ class Board(Device):
             pixels = self.link.place(tag, job.pixel_bytes) if job.pixel_bytes else None
             attempt = _Attempt(tag, job, pixels, core, credit)
             attempt.placed = pixels is not None
+            # (one core: nothing to hold back for, as the host's own rule; the FIFO's back
+            # pressure lets the next file follow at once)
             seq, tail = self.link.post_file(tag, job.data, status, self.max_payload,
-                                            core=core, credit=credit)
+                                            core=core if self.cores > 1 else None,
+                                            credit=credit)
             attempt.end_frame = (Opcode.JPEG_END, tag, tail, status | REQUEST_CLOSE, seq)
             self._attempts[tag] = attempt
             return []
