@@ -288,15 +288,15 @@ def _bench_jobs(taps, width=96, height=72):
 def _resample_block():
     from dlforge.rtl.resample.resampler import Resampler
 
-    def build(taps=7, max_width=1024, max_height=1024):
-        return Resampler(max_width=max_width, max_height=max_height, taps=taps)
+    def build(taps=7, max_columns=1024, max_rows=1024):
+        return Resampler(max_columns=max_columns, max_rows=max_rows, taps=taps)
 
     def facts(c):
         return {"function": "crop, then resize bit-exact to Pillow 13's BILINEAR/BICUBIC "
                             "(torchvision's resized_crop on a PIL image): a horizontal pass "
                             "over a window of the last taps pixels and a vertical pass over "
                             "taps line buffers, in Pillow's order for the image",
-                "taps": c.taps, "max_width": c.max_width, "max_height": c.max_height,
+                "taps": c.taps, "max_columns": c.max_columns, "max_rows": c.max_rows,
                 "pixels_per_clock": 1}
 
     def tb_params(c, blocks=None, seed=1):
@@ -307,13 +307,14 @@ def _resample_block():
         summary="crop and resize bit-exact to Pillow (torchvision's PIL path), 1 pixel a clock",
         params=(Param("taps", int, 7, None, "weights an output (bilinear shrinking by f needs "
                                              "2 ceil(f) + 1)", short="t"),
-                Param("max_width", int, 1024, None, "widest image in and out", short="w"),
-                Param("max_height", int, 1024, None, "tallest image out", short="h")),
+                Param("max_columns", int, 1024, None, "widest row in and out (pixels)",
+                      short="w"),
+                Param("max_rows", int, 1024, None, "most rows out", short="h")),
         build=build,
         facts=facts,
         testbench="dlforge.sim.tb_resample",
         tb_params=tb_params,
-        regression=({"taps": 7, "max_width": 128, "max_height": 128},),
+        regression=({"taps": 7, "max_columns": 128, "max_rows": 128},),
         bench=("crop_then_resize", {"width": 96, "height": 72, "jobs": _bench_jobs(7),
                                     "valid_prob": 1.0, "ready_prob": 1.0}),
     )

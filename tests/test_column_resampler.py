@@ -18,7 +18,7 @@ def _run(images, out_height, filter="BILINEAR", seed=0):
     coeffs = coefficients(height, out_height, filter=filter)
     taps = max(3, int(coeffs.count.max()))
     entries = column_table(coeffs, taps)
-    dut = ColumnResampler(max_width=64, max_height=64, taps=taps, channels=3)
+    dut = ColumnResampler(max_columns=64, max_rows=64, taps=taps, channels=3)
     rng = np.random.default_rng(seed)
     got = []
     total = len(images) * out_height * width

@@ -19,7 +19,7 @@ TAPS = 9
 def _run(image, jobs, seed=0):
     """``jobs``: (box, size) pairs, each run over the whole ``image`` (H, W, 3)."""
     height, width = image.shape[:2]
-    dut = Resampler(max_width=64, max_height=64, taps=TAPS)
+    dut = Resampler(max_columns=64, max_rows=64, taps=TAPS)
     rng = np.random.default_rng(seed)
     outputs = [[] for _ in jobs]
     current = [0]
@@ -119,4 +119,4 @@ def test_generated_verilog_in_verilator(capsys):
     """``dlforge sim resample``: the cocotb testbench (sim/tb_resample.py) on the generated
     Verilog, crops shrunk and copied under random stalls, bit-exact to the model."""
     from dlforge.gen.cli import main
-    assert main(["sim", "resample", "--max-width", "128", "--max-height", "128"]) == 0
+    assert main(["sim", "resample", "--max-columns", "128", "--max-rows", "128"]) == 0

@@ -17,7 +17,7 @@ def _run(image, out_width, filter="BILINEAR", taps=7, seed=0):
     height, width = image.shape[:2]
     coeffs = coefficients(width, out_width, filter=filter)
     entries = row_table(coeffs, taps)
-    dut = RowResampler(max_width=512, taps=taps, channels=3)
+    dut = RowResampler(max_columns=512, taps=taps, channels=3)
     rng = np.random.default_rng(seed)
     pixels = [int(p[0]) | int(p[1]) << 8 | int(p[2]) << 16
               for p in image.reshape(-1, 3)]

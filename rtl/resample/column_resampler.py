@@ -46,14 +46,14 @@ def column_table(coefficients, taps):
 
 
 class ColumnResampler(wiring.Component):
-    """Rows up to ``max_width`` pixels of ``channels`` 8-bit channels; images up to
-    ``max_height`` output rows; ``taps`` line buffers."""
+    """Rows up to ``max_columns`` pixels of ``channels`` 8-bit channels; images up to
+    ``max_rows`` output rows; ``taps`` line buffers."""
 
-    def __init__(self, max_width=4096, max_height=4096, taps=7, channels=3):
-        self.max_width, self.max_height = max_width, max_height
+    def __init__(self, max_columns=4096, max_rows=4096, taps=7, channels=3):
+        self.max_columns, self.max_rows = max_columns, max_rows
         self.taps, self.channels = taps, channels
-        self.x_bits = max(1, (max_width - 1).bit_length())
-        self.y_bits = max(1, (max_height - 1).bit_length())
+        self.x_bits = max(1, (max_columns - 1).bit_length())
+        self.y_bits = max(1, (max_rows - 1).bit_length())
         pixel = data.StructLayout({"pixel": unsigned(8 * channels), "last": 1})
         self.entry = data.StructLayout({
             "need": unsigned(self.y_bits + 1),
@@ -74,7 +74,7 @@ class ColumnResampler(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         taps, channels = self.taps, self.channels
-        m.submodules.table = table = Memory(shape=self.entry, depth=self.max_height, init=[])
+        m.submodules.table = table = Memory(shape=self.entry, depth=self.max_rows, init=[])
         write = table.write_port()
         read = table.read_port()
         m.d.comb += [write.addr.eq(self.table_addr), write.data.eq(self.table_data),
@@ -93,7 +93,7 @@ class ColumnResampler(wiring.Component):
 
         buffers, ports = [], []
         for b in range(taps):
-            mem = Memory(shape=unsigned(8 * channels), depth=self.max_width, init=[])
+            mem = Memory(shape=unsigned(8 * channels), depth=self.max_columns, init=[])
             m.submodules[f"line{b}"] = mem
             w, r = mem.write_port(), mem.read_port()
             buffers.append((w, r))

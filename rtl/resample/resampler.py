@@ -27,15 +27,15 @@ __all__ = ["Resampler"]
 
 
 class Resampler(wiring.Component):
-    """Images up to ``max_width`` x ``max_height`` (in and out), ``taps`` per pass."""
+    """Images up to ``max_columns`` x ``max_rows`` (in and out), ``taps`` per pass."""
 
-    def __init__(self, max_width=1024, max_height=1024, taps=7, channels=3):
-        self.max_width, self.max_height, self.taps = max_width, max_height, taps
-        self.rows = RowResampler(max_width=max_width, taps=taps, channels=channels)
-        self.columns = ColumnResampler(max_width=max_width, max_height=max_height, taps=taps,
+    def __init__(self, max_columns=1024, max_rows=1024, taps=7, channels=3):
+        self.max_columns, self.max_rows, self.taps = max_columns, max_rows, taps
+        self.rows = RowResampler(max_columns=max_columns, taps=taps, channels=channels)
+        self.columns = ColumnResampler(max_columns=max_columns, max_rows=max_rows, taps=taps,
                                        channels=channels)
         pixel = data.StructLayout({"pixel": unsigned(8 * channels), "last": 1})
-        size = unsigned(max(max_width, max_height).bit_length() + 1)
+        size = unsigned(max(max_columns, max_rows).bit_length() + 1)
         super().__init__({
             "i": In(stream.Signature(pixel)),
             "o": Out(stream.Signature(pixel)),

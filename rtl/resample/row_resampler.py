@@ -55,12 +55,12 @@ def row_table(coefficients, taps):
 
 
 class RowResampler(wiring.Component):
-    """``channels`` 8-bit channels a pixel; rows up to ``max_width`` pixels in and out;
+    """``channels`` 8-bit channels a pixel; rows up to ``max_columns`` pixels in and out;
     ``taps`` weights an output (bilinear downscaling by s needs 2 ceil(s) + 1)."""
 
-    def __init__(self, max_width=4096, taps=7, channels=3):
-        self.max_width, self.taps, self.channels = max_width, taps, channels
-        self.width_bits = max(1, (max_width - 1).bit_length())
+    def __init__(self, max_columns=4096, taps=7, channels=3):
+        self.max_columns, self.taps, self.channels = max_columns, taps, channels
+        self.width_bits = max(1, (max_columns - 1).bit_length())
         pixel = data.StructLayout({"pixel": unsigned(8 * channels), "last": 1})
         self.entry = entry_layout(taps, self.width_bits + 1)
         super().__init__({
@@ -77,7 +77,7 @@ class RowResampler(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         taps, channels = self.taps, self.channels
-        m.submodules.table = table = Memory(shape=self.entry, depth=self.max_width, init=[])
+        m.submodules.table = table = Memory(shape=self.entry, depth=self.max_columns, init=[])
         write = table.write_port()
         read = table.read_port()
         m.d.comb += [write.addr.eq(self.table_addr), write.data.eq(self.table_data),
