@@ -14,12 +14,12 @@ Not yet here (issue 18): rows in and out at more than one pixel a clock, and tak
 next input row while an output row is made.
 """
 
-from amaranth import Cat, Module, Signal, signed, unsigned
+from amaranth import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .row_resampler import PRECISION_BITS, WEIGHT_BITS
+from .row_resampler import WEIGHT_BITS, weighted_pixel
 
 __all__ = ["ColumnResampler", "column_table"]
 
@@ -113,22 +113,7 @@ class ColumnResampler(wiring.Component):
                     m.d.sync += slot.eq(0)
 
         # output: read every buffer at one column, multiply-add the data a clock later
-        sums = []
-        for c in range(channels):
-            acc = 1 << (PRECISION_BITS - 1)
-            for b in range(taps):
-                acc = acc + ports[b].data[8 * c:8 * c + 8] * entry.weights[b]
-            total = Signal(signed(8 + WEIGHT_BITS + taps.bit_length() + 1), name=f"sum{c}")
-            m.d.comb += total.eq(acc)
-            shifted = total >> PRECISION_BITS
-            clipped = Signal(8, name=f"clip{c}")
-            with m.If(shifted < 0):
-                m.d.comb += clipped.eq(0)
-            with m.Elif(shifted > 255):
-                m.d.comb += clipped.eq(255)
-            with m.Else():
-                m.d.comb += clipped.eq(shifted[:8])
-            sums.append(clipped)
+        pixel = weighted_pixel(m, [r.data for r in ports], entry.weights, channels)
 
         advance = making & (~pending | ~self.o.valid | self.o.ready)
         issue = advance & (column_out < self.width)
@@ -139,7 +124,7 @@ class ColumnResampler(wiring.Component):
         with m.If(advance):
             m.d.sync += pending.eq(issue)
             with m.If(pending):
-                m.d.sync += [self.o.valid.eq(1), self.o.payload.pixel.eq(Cat(*sums)),
+                m.d.sync += [self.o.valid.eq(1), self.o.payload.pixel.eq(pixel),
                              self.o.payload.last.eq(column_out == self.width)]
             with m.If(issue):
                 m.d.sync += column_out.eq(column_out + 1)

@@ -22,7 +22,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["RowResampler", "row_table", "entry_layout", "PRECISION_BITS", "WEIGHT_BITS"]
+from ..jpeg.ycc_rgb import clamp_u8
+
+__all__ = ["RowResampler", "row_table", "weighted_pixel", "entry_layout", "PRECISION_BITS",
+           "WEIGHT_BITS"]
 
 #: Pillow's fraction bits; a weight is a signed 24-bit integer (|w| < 2**23).
 PRECISION_BITS = 22
@@ -52,6 +55,22 @@ def row_table(coefficients, taps):
         aligned = [int(weights[count - 1 - j]) if j < count else 0 for j in range(taps)]
         entries.append((int(first) + count - 1, aligned))
     return entries
+
+
+def weighted_pixel(m, samples, weights, channels):
+    """Pillow's ``clip8((2**21 + sum(sample * weight)) >> 22)`` per channel of the packed
+    pixels ``samples`` (one a tap) and the signed ``weights`` (combinational, into ``m``);
+    the channels packed again."""
+    channels_out = []
+    for c in range(channels):
+        acc = 1 << (PRECISION_BITS - 1)
+        for sample, weight in zip(samples, weights):
+            acc = acc + sample[8 * c:8 * c + 8] * weight
+        total = Signal(signed(8 + WEIGHT_BITS + len(samples).bit_length() + 1),
+                       name=f"sum{c}")
+        m.d.comb += total.eq(acc)
+        channels_out.append(clamp_u8(total >> PRECISION_BITS))
+    return Cat(*channels_out)
 
 
 class RowResampler(wiring.Component):
@@ -106,22 +125,7 @@ class RowResampler(wiring.Component):
         m.d.sync += column.eq(next_column)
 
         # the multiply-add: per channel, taps products of the window and the aligned weights
-        sums = []
-        for c in range(channels):
-            acc = 1 << (PRECISION_BITS - 1)
-            for j in range(taps):
-                acc = acc + window[j][8 * c:8 * c + 8] * entry.weights[j]
-            total = Signal(signed(8 + WEIGHT_BITS + taps.bit_length() + 1), name=f"sum{c}")
-            m.d.comb += total.eq(acc)
-            shifted = total >> PRECISION_BITS
-            clipped = Signal(8, name=f"clip{c}")
-            with m.If(shifted < 0):
-                m.d.comb += clipped.eq(0)
-            with m.Elif(shifted > 255):
-                m.d.comb += clipped.eq(255)
-            with m.Else():
-                m.d.comb += clipped.eq(shifted[:8])
-            sums.append(clipped)
+        pixel = weighted_pixel(m, window, entry.weights, channels)
 
         m.d.comb += self.i.ready.eq(take)
         with m.If(take):
@@ -138,6 +142,6 @@ class RowResampler(wiring.Component):
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
         with m.If(emit):
-            m.d.sync += [self.o.valid.eq(1), self.o.payload.pixel.eq(Cat(*sums)),
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.pixel.eq(pixel),
                          self.o.payload.last.eq(column + 1 == self.out_width)]
         return m
