@@ -9,19 +9,32 @@ file's trailer always follows its last byte: no hang, no merged files.
 
 The cycle count in the trailer runs from the clock the file's first beat is seen to the clock
 its trailer is offered.
+
+With ``resample_taps`` the core has a resampler after the colour stage
+(:class:`~dlforge.rtl.resample.resampler.Resampler`): a file whose first beat has ``resize``
+set begins with a resize request (:mod:`dlforge.rtl.resample.request`), read a word a clock
+into the resampler's tables, and the core sends the cropped and resized image (one pixel a
+beat) instead of the decoded one; the header gives the output size.  A request the core
+cannot follow (malformed, sizes out of its limits, a table that would never finish, a box
+outside the image) ends the file with ``BAD_RESIZE`` and no pixels; the rest of the file is
+read and dropped, so the next file starts clean.
 """
 
-from amaranth import Module, Signal, ResetInserter
+from types import SimpleNamespace
+
+from amaranth import Module, Mux, Signal, ResetInserter
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
+from ..resample.request_reader import RequestReader
+from ..resample.resampler import Resampler
 from ..stream_pipe import BytesOut
 from .block_decoder import BlockDecoder
 from .frame import FrameLayout
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .marker_parser import MarkerParser
 from .packets import HeaderLayout, OutputKind, TrailerLayout, input_layout, output_layout
-from .raster import Raster
+from .raster import PIXELS_PER_BEAT, Raster
 from .status import JpegStatus
 
 __all__ = ["JpegCore"]
@@ -29,14 +42,25 @@ __all__ = ["JpegCore"]
 
 class JpegCore(wiring.Component):
     def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT, input_bytes=1,
-                 tag_bits=8):
+                 tag_bits=8, resample_taps=0, resample_max=(1024, 1024)):
+        # resample_taps: 0 for no resampler; resample_max: the largest crop and output
+        # (width, height) it takes (its line buffers and tables)
+        problem = None
         if input_bytes not in (1, 4):
+            problem = f"input_bytes must be 1 or 4, not {input_bytes}"
+        elif resample_taps and input_bytes != 4:
+            problem = "a resampler reads its request a word a clock: it needs input_bytes=4"
+        elif resample_taps and not 2 <= resample_taps <= 255:
+            problem = f"resample_taps must be 2 to 255, not {resample_taps}"
+        if problem:
             self._MustUse__silence = True
-            raise ValueError(f"input_bytes must be 1 or 4, not {input_bytes}")
+            raise ValueError(problem)
         self.max_width, self.max_height = max_width, max_height
         self.input_bytes, self.tag_bits = input_bytes, tag_bits
+        self.resample_taps, self.resample_max = resample_taps, tuple(resample_max)
         super().__init__({
-            "i": In(stream.Signature(input_layout(input_bytes, tag_bits))),
+            "i": In(stream.Signature(input_layout(input_bytes, tag_bits,
+                                                  resize=bool(resample_taps)))),
             "o": Out(stream.Signature(output_layout(tag_bits))),
             "busy": Out(1),
             "images": Out(32),        # files finished since reset
@@ -69,12 +93,13 @@ class JpegCore(wiring.Component):
         cycles = Signal(32)
         open_ = Signal()                 # the file's bytes are still being read
         o = self.o.payload
+        direct = Signal()                # the core reads its input itself (a resize request)
         m.d.comb += [
             to_bytes.i.payload.data.eq(self.i.payload.data),
             to_bytes.i.payload.keep.eq(self.i.payload.keep if self.input_bytes > 1 else 1),
             to_bytes.i.payload.last.eq(self.i.payload.last),
-            to_bytes.i.valid.eq(self.i.valid & open_),
-            self.i.ready.eq(to_bytes.i.ready & open_),
+            to_bytes.i.valid.eq(self.i.valid & open_ & ~direct),
+            self.i.ready.eq(Mux(direct, 1, to_bytes.i.ready) & open_),
             o.tag.eq(tag),
             raster.frame.payload.frame.eq(frame),
             raster.frame.payload.fast.eq(fast),
@@ -86,16 +111,52 @@ class JpegCore(wiring.Component):
 
         header = HeaderLayout(o.data[:HeaderLayout.size])
         trailer = TrailerLayout(o.data[:TrailerLayout.size])
+        resizing = Signal()              # this file's image goes through the resampler
+        refused = Signal()               # ... whose request does not fit the image
+        start_image = Signal()           # the raster takes the frame: the image begins
+        out_width, out_height = frame.width, frame.height
+        if self.resample_taps:
+            path = self._resample_path(m, flush, raster, frame, refused, start_image)
+            reader = path.reader
+            m.d.comb += [reader.word.eq(self.i.payload.data),
+                         reader.whole.eq(self.i.payload.keep == 4),
+                         reader.last.eq(self.i.payload.last)]
+            out_width = Mux(refused, 0, Mux(resizing, reader.out_width, frame.width))
+            out_height = Mux(refused, 0, Mux(resizing, reader.out_height, frame.height))
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.i.valid):
                     m.d.sync += [tag.eq(self.i.payload.tag), fast.eq(self.i.payload.fast),
-                                 open_.eq(1), cycles.eq(1), self.busy.eq(1), frame.eq(0)]
+                                 open_.eq(1), cycles.eq(1), self.busy.eq(1), frame.eq(0),
+                                 refused.eq(0)]
                     m.next = "PARSE"
+                    if self.resample_taps:
+                        m.d.comb += reader.start.eq(1)
+                        m.d.sync += resizing.eq(self.i.payload.resize)
+                        with m.If(self.i.payload.resize):
+                            m.next = "REQUEST"
+            if self.resample_taps:
+                with m.State("REQUEST"):
+                    m.d.comb += [direct.eq(1), reader.valid.eq(self.i.valid)]
+                    with m.If(reader.bad):
+                        m.d.sync += status.eq(JpegStatus.BAD_RESIZE)
+                        m.next = "DRAIN"
+                    with m.Elif(reader.complete):
+                        m.next = "PARSE"
+                with m.State("DRAIN"):
+                    # a refused request: the rest of the file is read and dropped
+                    m.d.comb += direct.eq(1)
+                    with m.If(~open_):
+                        m.next = "HEADER_ONLY"
             with m.State("PARSE"):
                 m.d.comb += parser.frame.ready.eq(1)
                 with m.If(parser.frame.valid):
                     m.d.sync += frame.eq(parser.frame.payload)
+                    if self.resample_taps:
+                        f = parser.frame.payload
+                        outside = (reader.left + reader.crop_width > f.width) | \
+                            (reader.top + reader.crop_height > f.height)
+                        m.d.sync += refused.eq(resizing & outside)
                     m.next = "HEADER"
                 with m.Elif(parser.result.valid):
                     m.d.comb += parser.result.ready.eq(1)
@@ -104,7 +165,7 @@ class JpegCore(wiring.Component):
             for state, after in (("HEADER", "START"), ("HEADER_ONLY", "TRAILER")):
                 with m.State(state):
                     m.d.comb += [self.o.valid.eq(1), o.kind.eq(OutputKind.HEADER),
-                                 header.width.eq(frame.width), header.height.eq(frame.height),
+                                 header.width.eq(out_width), header.height.eq(out_height),
                                  header.components.eq(frame.components), header.h.eq(frame.h),
                                  header.v.eq(frame.v), header.fast.eq(fast)]
                     with m.If(self.o.ready):
@@ -112,6 +173,7 @@ class JpegCore(wiring.Component):
             with m.State("START"):
                 m.d.comb += raster.frame.valid.eq(1)
                 with m.If(raster.frame.ready):
+                    m.d.comb += start_image.eq(1)
                     m.next = "PIXELS"
             with m.State("PIXELS"):
                 failed = parser.result.valid & (parser.result.payload.status != JpegStatus.OK)
@@ -120,6 +182,13 @@ class JpegCore(wiring.Component):
                     m.d.comb += parser.result.ready.eq(1)
                     m.d.sync += status.eq(parser.result.payload.status)
                     m.next = "TRAILER"
+                with m.Elif(resizing):
+                    m.d.comb += [path.active.eq(1),
+                                 self.o.valid.eq(path.o.valid), path.o.ready.eq(self.o.ready),
+                                 o.kind.eq(OutputKind.PIXELS), o.data.eq(path.o.payload.pixel),
+                                 o.count.eq(1)]
+                    with m.If(path.done):
+                        m.next = "RESULT"
                 with m.Else():
                     m.d.comb += [self.o.valid.eq(raster.o.valid), raster.o.ready.eq(self.o.ready),
                                  o.kind.eq(OutputKind.PIXELS), o.data.eq(raster.o.payload.rgb),
@@ -129,7 +198,9 @@ class JpegCore(wiring.Component):
             with m.State("RESULT"):
                 m.d.comb += parser.result.ready.eq(1)
                 with m.If(parser.result.valid):
-                    m.d.sync += status.eq(parser.result.payload.status)
+                    result = parser.result.payload.status
+                    m.d.sync += status.eq(Mux(refused & (result == JpegStatus.OK),
+                                              JpegStatus.BAD_RESIZE, result))
                     m.next = "TRAILER"
             with m.State("TRAILER"):
                 m.d.comb += [self.o.valid.eq(1), o.kind.eq(OutputKind.TRAILER), o.last.eq(1),
@@ -142,3 +213,47 @@ class JpegCore(wiring.Component):
                         m.d.sync += self.errors.eq(self.errors + 1)
                     m.next = "IDLE"
         return m
+
+    def _resample_path(self, m, flush, raster, frame, refused, start_image):
+        """The request reader and the resampler, fed a pixel a clock from the raster's beats
+        while ``path.active``; ``path.o`` the resized pixels, ``path.done`` when the image
+        has gone in whole and come out whole (or, refused, only gone in)."""
+        max_columns, max_rows = self.resample_max
+        rs = Resampler(max_columns=max_columns, max_rows=max_rows, taps=self.resample_taps,
+                       max_image=(self.max_width, self.max_height))
+        m.submodules.resampler = ResetInserter(flush)(rs)
+        m.submodules.request = reader = RequestReader(rs)
+        for name in ("left", "top", "crop_width", "crop_height", "out_width", "out_height",
+                     "vertical_first", "row_table_addr", "row_table_data", "row_table_we",
+                     "column_table_addr", "column_table_data", "column_table_we"):
+            m.d.comb += getattr(rs, name).eq(getattr(reader, name))
+        m.d.comb += rs.restart.eq(start_image)
+
+        active = Signal()
+        lane = Signal(range(PIXELS_PER_BEAT))          # the beat's pixel offered now
+        column = Signal(16)
+        in_done, out_done = Signal(), Signal()
+        out_rows = Signal(16)
+        beat = raster.o.payload
+        offer = active & raster.o.valid
+        m.d.comb += [rs.i.valid.eq(offer & ~refused),
+                     rs.i.payload.pixel.eq(beat.rgb.as_value().word_select(lane, 24)),
+                     rs.i.payload.last.eq(column == frame.width - 1)]
+        with m.If(offer & (rs.i.ready | refused)):
+            m.d.sync += [lane.eq(lane + 1), column.eq(column + 1)]
+            with m.If(column == frame.width - 1):
+                m.d.sync += column.eq(0)
+            with m.If(lane + 1 >= beat.count):
+                m.d.comb += raster.o.ready.eq(1)
+                m.d.sync += lane.eq(0)
+                with m.If(beat.last):
+                    m.d.sync += in_done.eq(1)
+        with m.If(rs.o.valid & rs.o.ready & rs.o.payload.last):
+            m.d.sync += out_rows.eq(out_rows + 1)
+            with m.If(out_rows + 1 == reader.out_height):
+                m.d.sync += out_done.eq(1)
+        with m.If(start_image):
+            m.d.sync += [lane.eq(0), column.eq(0), in_done.eq(0), out_done.eq(0),
+                         out_rows.eq(0)]
+        return SimpleNamespace(reader=reader, active=active, o=rs.o,
+                               done=in_done & (out_done | refused))

@@ -1,7 +1,8 @@
 """Status codes of the JPEG decoder, shared by the gateware, the golden model and the host.
 
 One byte per image.  0 is success; 0x1x are valid files the decoder does not handle (the host
-sends them to the CPU fallback); 0x2x are malformed files.  Never renumber a code: hosts and
+sends them to the CPU fallback); 0x2x are malformed files; 0x3x are requests the core
+refuses.  Never renumber a code: hosts and
 logs depend on the values.
 """
 
@@ -43,6 +44,9 @@ class JpegStatus(IntEnum):
     BAD_RESTART = 0x2C                # restart marker missing, out of order or misplaced
     EXCESS_ENTROPY_DATA = 0x2D        # whole bytes left in a segment after its last MCU
 
+    # A request the core refuses (the file itself may be fine).
+    BAD_RESIZE = 0x30                 # a resize request malformed, or its box outside the image
+
     @property
     def unsupported(self):
         """A valid file the CPU fallback should decode."""
@@ -50,7 +54,12 @@ class JpegStatus(IntEnum):
 
     @property
     def malformed(self):
-        return self >= 0x20
+        return 0x20 <= self < 0x30
+
+    @property
+    def refused(self):
+        """The request, not the file, was wrong (the host checks it before sending)."""
+        return self >= 0x30
 
 
 #: The status of every frame marker FF C0..FF CF other than DHT (C4) and DAC (CC) that is not

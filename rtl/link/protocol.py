@@ -47,7 +47,7 @@ __all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES",
            "Register", "Status",
            "crc16", "crc32", "encode_frame", "header_fields", "split_length", "MAX_LENGTH",
            "REQUEST_CLOSE", "array_word", "parse_array_word", "LINK_WIDTHS", "header_beats", "trailer_beats",
-           "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST", "CORE_SHIFT", "file_requests", "FrameDecoder", "Frame", "FrameError",
+           "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST", "REQUEST_RESIZE", "CORE_SHIFT", "file_requests", "FrameDecoder", "Frame", "FrameError",
            "HEADER", "TRAILER", "frame_parts", "check_header", "header_span", "payload_span",
            "trailer_span"]
 
@@ -74,16 +74,21 @@ REQUEST_FAST = 0x01
 #: A *closer*: a file's final frame sent again during recovery, which ends whatever packet its
 #: core has open and is taken whatever its sequence number.
 REQUEST_CLOSE = 0x02
+#: The file's bytes begin with a resize request (:mod:`dlforge.rtl.resample.request`): the
+#: core crops and resizes the decoded image (cores built with a resampler only,
+#: ``Register.RESAMPLE_TAPS``).
+REQUEST_RESIZE = 0x04
 CORE_SHIFT = 4
 #: Payload lengths are 24 bits (byte 9 of the header is the frame's sequence number).
 MAX_LENGTH = (1 << 24) - 1
 
 
-def request_status(fast=False, core=0, close=False):
+def request_status(fast=False, core=0, close=False, resize=False):
     """The status byte of a JPEG request frame."""
     if not 0 <= core < 16:
         raise ValueError(f"core {core} is not 0..15")
-    return (REQUEST_FAST if fast else 0) | (REQUEST_CLOSE if close else 0) | core << CORE_SHIFT
+    return (REQUEST_FAST if fast else 0) | (REQUEST_CLOSE if close else 0) | \
+        (REQUEST_RESIZE if resize else 0) | core << CORE_SHIFT
 
 
 def _check_width(link_bytes):
@@ -172,6 +177,7 @@ class Register(enum.IntEnum):
     # open the span and read it (docs/protocol.md).
     SPAN_START = 0x36
     SPAN_END = 0x37
+    RESAMPLE_TAPS = 0x38    # the cores' resampler taps per pass (0: no resampler)
 
 
 MAX_CORES = Register.JPEG_ERRORS - Register.JPEG_IMAGES    # per-core registers: 16 cores

@@ -27,15 +27,18 @@ __all__ = ["Resampler"]
 
 
 class Resampler(wiring.Component):
-    """Images up to ``max_columns`` x ``max_rows`` (in and out), ``taps`` per pass."""
+    """Crops and outputs up to ``max_columns`` x ``max_rows``, ``taps`` per pass."""
 
-    def __init__(self, max_columns=1024, max_rows=1024, taps=7, channels=3):
+    def __init__(self, max_columns=1024, max_rows=1024, taps=7, channels=3, max_image=None):
+        # max_image: the (width, height) of the largest decoded image the crop takes
+        # (default: the crop and output limits)
         self.max_columns, self.max_rows, self.taps = max_columns, max_rows, taps
         self.rows = RowResampler(max_columns=max_columns, taps=taps, channels=channels)
         self.columns = ColumnResampler(max_columns=max_columns, max_rows=max_rows, taps=taps,
                                        channels=channels)
         pixel = data.StructLayout({"pixel": unsigned(8 * channels), "last": 1})
-        size = unsigned(max(max_columns, max_rows).bit_length() + 1)
+        image_w, image_h = max_image or (max_columns, max_rows)
+        size = unsigned(max(max_columns, max_rows, image_w, image_h).bit_length() + 1)
         super().__init__({
             "i": In(stream.Signature(pixel)),
             "o": Out(stream.Signature(pixel)),
