@@ -98,12 +98,21 @@ class _Attempt:
 
 class _Job:
     __slots__ = ("index", "key", "data", "fast", "tries", "why", "pixel_bytes", "work",
-                 "credit")
+                 "credit", "resize", "host_resize")
 
-    def __init__(self, index, key, data, fast, size=None, credit=0):
-        self.index, self.key, self.data, self.fast = index, key, data, fast
-        self.pixel_bytes = size[0] * size[1] * 3 if size and size[0] and size[1] else 0
+    def __init__(self, index, key, data, fast, size=None, credit=0, resize=None,
+                 request=b""):
+        # resize: a Resize the device does (``request``: its bytes, which lead the file's),
+        # or the host after a plain decode (``request`` empty)
+        self.index, self.key, self.fast = index, key, fast
+        self.resize, self.host_resize = resize, resize is not None and not request
         self.work = decode_work(data) if data else 0    # a core's clocks for it, estimated
+        if request:
+            size = resize.out_size
+            self.work += len(request) / 4   # (read a word a clock)
+            data = request + bytes(data)
+        self.data = data
+        self.pixel_bytes = size[0] * size[1] * 3 if size and size[0] and size[1] else 0
         self.credit = credit                # the bytes it takes in its core's input FIFO
         self.tries = 0
         self.why = None
@@ -149,6 +158,7 @@ class Board(Device):
             regs = self.read_regs(Register.VERSION, 8)
             if regs[Register.VERSION] >> 16 == VERSION >> 16:
                 width, fifo = self.read_regs(Register.LINK_WIDTH, 2)
+                taps, largest = self.read_regs(Register.RESAMPLE_TAPS, 2)
         except LinkTimeout as exc:
             self.close()
             raise DeviceUnreachable(f"no answer from {self.name}: is it an accelerator "
@@ -182,6 +192,10 @@ class Board(Device):
         self._interleave = (regs[Register.VERSION] & 0xFFFF) >= 2
         self.cores = regs[Register.CORES]
         self.max_width, self.max_height = regs[Register.MAX_WIDTH], regs[Register.MAX_HEIGHT]
+        #: the cores' resampler: taps per pass (0: none; the host resizes) and its largest
+        #: crop and output (width, height)
+        self.resample_taps = taps
+        self.resample_max = (largest & 0xFFFF, largest >> 16)
         self.max_payload = regs[Register.MAX_PAYLOAD] or MAX_PAYLOAD
         self.reply_payload = regs[Register.REPLY_PAYLOAD] or MAX_PAYLOAD
         self.array = regs[Register.ARRAY]
@@ -233,7 +247,8 @@ class Board(Device):
         return {"device": self.name, "cores": self.cores, "max_width": self.max_width,
                 "max_height": self.max_height, "max_payload": self.max_payload,
                 "reply_payload": self.reply_payload, "link_bytes": self.link_bytes,
-                "input_fifo": self.input_fifo,
+                "input_fifo": self.input_fifo, "resample_taps": self.resample_taps,
+                "resample_max": list(self.resample_max) if self.resample_taps else None,
                 "engine": "{}x{}x{} int{}".format(*array) if array else None}
 
     def close(self):
@@ -357,11 +372,12 @@ class Board(Device):
             if tag not in self._attempts:
                 return tag
 
-    def _credit(self, data):
-        """The bytes a file takes in its core's input FIFO, counted as the link carries them
-        (each chunk padded to whole beats): never less than the FIFO holds for it."""
+    def _credit(self, length):
+        """The bytes a file of ``length`` bytes takes in its core's input FIFO, counted as
+        the link carries them (each chunk padded to whole beats): never less than the FIFO
+        holds for it."""
         step, w = self.max_payload, self.link_bytes
-        full, rest = divmod(len(data), step)
+        full, rest = divmod(length, step)
         return full * (step + -step % w) + rest + -rest % w
 
     def _choose(self, candidates):
@@ -395,7 +411,8 @@ class Board(Device):
         (opcode, tag, chunk, status) for the caller to queue, interleaved with others' (on
         the DMA link the engine frames the file: it is posted here, and nothing returned)."""
         tag = self._tag()
-        status = request_status(job.fast, core)
+        status = request_status(job.fast, core, resize=job.resize is not None
+                                and not job.host_resize)
         credit = job.credit
         self._outstanding[core] += credit
         self._work[core] += job.work
@@ -504,7 +521,7 @@ class Board(Device):
                         error=f"link: gave up after {job.tries + 1} tries ({job.why})")
                 while not exhausted and len(ahead) < self.lookahead:
                     try:
-                        key, data, fast, *size = next(jobs)
+                        key, data, fast, *rest = next(jobs)
                     except StopIteration:
                         exhausted = True
                         break
@@ -513,8 +530,11 @@ class Board(Device):
                     elif not len(data):
                         results[index] = JpegReply(key, JpegStatus.NO_SOI, error="empty file")
                     else:
-                        insort(ahead, _Job(index, key, data, fast, size[0] if size else None,
-                                           self._credit(data)), key=_longest_first)
+                        job = self._job(index, key, data, fast, *rest)
+                        if isinstance(job, JpegReply):
+                            results[index] = job
+                        else:
+                            insort(ahead, job, key=_longest_first)
                     index += 1
                 # files sent before and voided go first, in their order
                 candidates = [retry[0]] if retry else ahead
@@ -575,6 +595,29 @@ class Board(Device):
             if self._attempts and time.monotonic() - self.link.last_activity > self.timeout:
                 self._silent(retry)
 
+    def _job(self, index, key, data, fast, size=None, resize=None):
+        """A :class:`_Job`, or the JpegReply of a resize that cannot apply to the file.
+
+        A resize goes to the device when its cores have a resampler that can do it (taps,
+        limits); else the device decodes and the host resizes (the same pixels: both are
+        Pillow's).  A box outside the image, or an empty output, is refused here."""
+        request = b""
+        if resize is not None:
+            try:
+                if size and size[0] and size[1]:
+                    resize.check(*size)
+                elif min(resize.size) < 1 or min(resize.out_size) < 1:
+                    raise ValueError(f"output size {resize.out_size} must be positive")
+            except ValueError as exc:
+                return JpegReply(key, JpegStatus.BAD_RESIZE, error=f"BAD_RESIZE: {exc}")
+            if self.resample_taps:
+                try:
+                    request = resize.request(self.resample_taps, self.resample_max)
+                except ValueError:
+                    request = b""           # beyond the device's resampler: the host's job
+        return _Job(index, key, data, fast, size, self._credit(len(data) + len(request)),
+                    resize, request)
+
     def _finish(self, attempt, record, results, retry):
         job = attempt.job
         if len(record) != END_RECORD:
@@ -591,6 +634,14 @@ class Board(Device):
             return
         if status == JpegStatus.OK:
             pixels = attempt.pixels[:attempt.filled].reshape(height, width, 3)
+            if job.host_resize:
+                try:
+                    pixels = job.resize.apply(pixels)
+                except ValueError as exc:
+                    results[job.index] = JpegReply(job.key, JpegStatus.BAD_RESIZE, width,
+                                                   height, cycles, error=f"BAD_RESIZE: {exc}")
+                    return
+                height, width = pixels.shape[:2]
             results[job.index] = JpegReply(job.key, status, width, height, cycles,
                                            pixels=pixels)
             return
@@ -599,7 +650,8 @@ class Board(Device):
             job.why = f"the device found it malformed ({status.name}); trying once more"
             retry.append(job)
             return
-        kind = "unsupported" if status.unsupported else "malformed"
+        kind = "unsupported" if status.unsupported else \
+            "refused" if status.refused else "malformed"
         results[job.index] = JpegReply(job.key, status, width, height, cycles,
                                        error=f"{status.name} (0x{int(status):02X}, {kind})")
 

@@ -4,18 +4,20 @@ and encoded as the request a core with a resampler reads (``rtl/resample/request
 
 The host computes Pillow's coefficients per image (they depend on the sizes alone) with the
 golden model (``sim/resample_model.py``, bit-exact to the installed Pillow); the device
-multiplies and adds.  :meth:`Resize.apply` does the same on the CPU, for files the device
-cannot take.
+multiplies and adds.  :meth:`Resize.apply` is Pillow itself, for files the device cannot
+take.
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from PIL import Image
 
 from ..rtl.resample.column_resampler import column_table
-from ..rtl.resample.request import pack_request, request_bytes
+from ..rtl.resample.request import pack_request
 from ..rtl.resample.row_resampler import row_table
-from ..sim.resample_model import coefficients, crop_resize, vertical_first
+from ..sim.resample_model import Coefficients, coefficients, vertical_first
 
 __all__ = ["Resize"]
 
@@ -23,14 +25,29 @@ __all__ = ["Resize"]
 @dataclass(frozen=True)
 class Resize:
     """Cut ``box`` (left, top, right, bottom) out of the decoded image, resize it to ``size``
-    (width, height) with Pillow's ``filter``."""
+    (width, height) with Pillow's ``filter``, then keep ``window`` (left, top, right,
+    bottom) of the result (None: all of it).
+
+    ``Resize(box, size)`` is torchvision's ``RandomResizedCrop`` (crop, then resize);
+    ``Resize(whole image, size, window)`` its ``Resize`` then ``CenterCrop``.  A window of a
+    resized image is exact from a table cut down to its outputs: each output sample depends
+    only on its own coefficients and the same intermediate samples."""
     box: tuple
     size: tuple
+    window: tuple = None
     filter: str = "BILINEAR"
 
-    def check(self, width, height, limits=None):
-        """Raise ValueError unless the box lies inside a ``width`` x ``height`` image and the
-        sizes are positive (and within ``limits``: (max crop and output width, height))."""
+    @property
+    def out_size(self):
+        """(width, height) of the result."""
+        if self.window is None:
+            return tuple(self.size)
+        left, top, right, bottom = self.window
+        return right - left, bottom - top
+
+    def check(self, width, height):
+        """Raise ValueError unless the box lies inside a ``width`` x ``height`` image, the
+        sizes are positive and the window lies inside the resized image."""
         left, top, right, bottom = self.box
         out_w, out_h = self.size
         if not (0 <= left < right <= width and 0 <= top < bottom <= height):
@@ -38,30 +55,59 @@ class Resize:
                              f"{width}x{height} image")
         if out_w < 1 or out_h < 1:
             raise ValueError(f"output size {out_w}x{out_h} must be positive")
-        if limits:
-            most_w, most_h = limits
-            for what, (w, h) in (("crop", (right - left, bottom - top)),
-                                 ("output", (out_w, out_h))):
-                if w > most_w or h > most_h:
-                    raise ValueError(f"{what} {w}x{h} is larger than the device's resampler "
-                                     f"takes ({most_w}x{most_h})")
+        if self.window is not None:
+            wl, wt, wr, wb = self.window
+            if not (0 <= wl < wr <= out_w and 0 <= wt < wb <= out_h):
+                raise ValueError(f"window {tuple(self.window)} is not inside the "
+                                 f"{out_w}x{out_h} resized image")
 
-    def encode(self, taps, pillow=None):
-        """The request's bytes for a resampler of ``taps`` taps per pass; ValueError when an
-        output needs more (a shrink the device cannot do in one step)."""
+    def request(self, taps, limits=None, pillow=None):
+        """The request's bytes for a resampler of ``taps`` taps per pass whose crop and
+        output may be up to ``limits`` (width, height).  ValueError when the device cannot
+        do it (an output needs more taps, or sizes beyond its limits)."""
         left, top, right, bottom = self.box
         crop_w, crop_h = right - left, bottom - top
         out_w, out_h = self.size
-        rows = row_table(coefficients(crop_w, out_w, filter=self.filter), taps)
-        columns = column_table(coefficients(crop_h, out_h, filter=self.filter), taps)
+        if out_w < 1 or out_h < 1 or crop_w < 1 or crop_h < 1:
+            raise ValueError(f"empty crop or output ({crop_w}x{crop_h} -> {out_w}x{out_h})")
         order = vertical_first((0, 0, crop_w, crop_h), self.size, pillow)
-        return pack_request(taps=taps, box=self.box, size=self.size, vertical_first=order,
-                            row_entries=rows, column_entries=columns)
+        wl, wt, wr, wb = self.window or (0, 0, out_w, out_h)
+        across = _cut(_coefficients(crop_w, out_w, self.filter), wl, wr)
+        down = _cut(_coefficients(crop_h, out_h, self.filter), wt, wb)
+        (x0, x1, across), (y0, y1, down) = _shift(across), _shift(down)
+        device_box = (left + x0, top + y0, left + x1, top + y1)
+        if limits:
+            most_w, most_h = limits
+            for what, (w, h) in (("crop", (x1 - x0, y1 - y0)), ("output", self.out_size)):
+                if w > most_w or h > most_h:
+                    raise ValueError(f"{what} {w}x{h} is larger than the device's resampler "
+                                     f"takes ({most_w}x{most_h})")
+        return pack_request(taps=taps, box=device_box, size=self.out_size,
+                            vertical_first=order, row_entries=row_table(across, taps),
+                            column_entries=column_table(down, taps))
 
-    def request_bytes(self, taps):
-        return request_bytes(taps, *self.size)
+    def apply(self, pixels):
+        """The same on the CPU with Pillow itself: (H, W, 3) uint8 -> (h, w, 3) uint8."""
+        image = Image.fromarray(np.ascontiguousarray(pixels))
+        image = image.crop(tuple(self.box))
+        if image.size != tuple(self.size):
+            image = image.resize(tuple(self.size), getattr(Image.Resampling, self.filter))
+        if self.window is not None:
+            image = image.crop(tuple(self.window))
+        return np.array(image)
 
-    def apply(self, pixels, pillow=None):
-        """The same crop and resize on the CPU: (H, W, 3) uint8 -> (h, w, 3) uint8."""
-        return crop_resize(np.asarray(pixels), tuple(self.box), tuple(self.size),
-                           filter=self.filter, pillow=pillow)
+
+@lru_cache(maxsize=4096)
+def _coefficients(in_size, out_size, filter):
+    return coefficients(in_size, out_size, filter=filter)
+
+
+def _cut(c, start, stop):
+    return Coefficients(c.first[start:stop], c.count[start:stop], c.weights[start:stop])
+
+
+def _shift(c):
+    """(first input read, one past the last, the coefficients with ``first`` from 0)."""
+    lo = int(c.first.min())
+    hi = int((c.first + c.count).max())
+    return lo, hi, Coefficients(c.first - lo, c.count, c.weights)

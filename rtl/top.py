@@ -42,18 +42,19 @@ ENGINE_HOLD = 64
 
 def _fifo_entry(w):
     return data.StructLayout({"data": 8 * w, "bytes": range(w + 1), "last": 1, "fast": 1,
-                              "tag": TAG_BITS})
+                              "resize": 1, "tag": TAG_BITS})
 
 
 class CoreFeed(wiring.Component):
     """One core's input: W-byte link beats queued (a W-wide FIFO, filled at link speed),
     then taken apart into the core's 4-byte beats (W = 1: the core's byte beats)."""
 
-    def __init__(self, link_bytes, depth):
-        self.link_bytes, self.depth = link_bytes, depth
+    def __init__(self, link_bytes, depth, resize=False):
+        self.link_bytes, self.depth, self.resize = link_bytes, depth, resize
         self.core_bytes = 1 if link_bytes == 1 else 4
         super().__init__({"i": In(stream.Signature(_fifo_entry(link_bytes))),
-                          "o": Out(stream.Signature(input_layout(self.core_bytes, TAG_BITS)))})
+                          "o": Out(stream.Signature(input_layout(self.core_bytes, TAG_BITS,
+                                                                 resize=resize)))})
 
     def elaborate(self, platform):
         m = Module()
@@ -75,6 +76,8 @@ class CoreFeed(wiring.Component):
                      out.keep.eq(Mux(final, remaining, cb)),
                      out.last.eq(head.last & final), out.fast.eq(head.fast),
                      out.tag.eq(head.tag)]
+        if self.resize:
+            m.d.comb += out.resize.eq(head.resize)
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += k.eq(k + 1)
             with m.If(final):
@@ -86,7 +89,8 @@ class CoreFeed(wiring.Component):
 class AcceleratorTop(wiring.Component):
     def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
                  max_payload=MAX_PAYLOAD, input_fifo_bytes=64, conv=None, reply_payload=None,
-                 register_port=False, link_bytes=1, engine_clock=False):
+                 register_port=False, link_bytes=1, engine_clock=False, resample_taps=0,
+                 resample_max=(1024, 1024)):
         # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
         # the link's control plane, to bring up a board's link)
         problem = None
@@ -97,6 +101,8 @@ class AcceleratorTop(wiring.Component):
         elif cores and (input_fifo_bytes % link_bytes or input_fifo_bytes < 2 * link_bytes):
             problem = (f"input_fifo_bytes ({input_fifo_bytes}) must be a multiple of "
                        f"link_bytes ({link_bytes}), at least two beats")
+        elif resample_taps and link_bytes == 1:
+            problem = "a resampler needs a link of 4 bytes or more (its cores read words)"
         if problem:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
             raise ValueError(problem)
@@ -104,6 +110,9 @@ class AcceleratorTop(wiring.Component):
         self.n_cores, self.max_width, self.max_height = cores, max_width, max_height
         self.max_payload, self.input_fifo_bytes = max_payload, input_fifo_bytes
         self.link_bytes = link_bytes
+        # resample_taps: each core crops and resizes the files that ask for it (0: none)
+        self.resample_taps = resample_taps if cores else 0
+        self.resample_max = tuple(resample_max)
         # Replies may use larger frames than requests (a reply buffer per core instead of the
         # receiver's two slots): fewer frames per image for the host to handle.
         self.reply_payload = max_payload if reply_payload is None else reply_payload
@@ -137,7 +146,10 @@ class AcceleratorTop(wiring.Component):
                   Register.REPLY_PAYLOAD: self.reply_payload,
                   Register.LINK_WIDTH: self.link_bytes,
                   Register.INPUT_FIFO: self.input_fifo_bytes if self.n_cores else 0,
-                  Register.ARRAY: 0, Register.LINK_BYTES: 0}
+                  Register.ARRAY: 0, Register.LINK_BYTES: 0,
+                  Register.RESAMPLE_TAPS: self.resample_taps,
+                  Register.RESAMPLE_MAX: self.resample_max[0] | self.resample_max[1] << 16
+                  if self.resample_taps else 0}
         if self.conv:
             c = self.conv
             values |= {Register.ARRAY: array_word(c), Register.LINK_BYTES: c.link_bytes,
@@ -167,8 +179,9 @@ class AcceleratorTop(wiring.Component):
 
         cores, feeds, repliers = [], [], []
         for k in range(n):
-            feed = CoreFeed(w, self.input_fifo_bytes // w)
-            core = JpegCore(self.max_width, self.max_height, feed.core_bytes, TAG_BITS)
+            feed = CoreFeed(w, self.input_fifo_bytes // w, resize=bool(self.resample_taps))
+            core = JpegCore(self.max_width, self.max_height, feed.core_bytes, TAG_BITS,
+                            resample_taps=self.resample_taps, resample_max=self.resample_max)
             m.submodules[f"core{k}"] = ResetInserter(reset)(core)
             m.submodules[f"feed{k}"] = ResetInserter(reset)(feed)
             replier = JpegReplier(self.reply_payload, w)
@@ -219,7 +232,8 @@ class AcceleratorTop(wiring.Component):
             m.d.comb += [to_core.data.eq(beat.data),
                          to_core.bytes.eq(Mux(beat.last & (rest != 0), rest, w)),
                          to_core.last.eq((h.opcode == Opcode.JPEG_END) & beat.last),
-                         to_core.fast.eq(h.status[0]), to_core.tag.eq(h.tag)]
+                         to_core.fast.eq(h.status[0]), to_core.resize.eq(h.status[2]),
+                         to_core.tag.eq(h.tag)]
             for k, feed in enumerate(feeds):
                 m.d.comb += feed.i.payload.eq(to_core)
                 # (a core the device does not have: the last one takes the file)

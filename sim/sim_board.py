@@ -184,7 +184,7 @@ MAKE_FLAGS = ("OPT_FAST=-O3", "OPT_GLOBAL=-O2")
 #: per core, so that the host can hand a core its next file while it decodes one.
 DEFAULTS = {"cores": 2, "conv": True, "max_width": DEFAULT_MAX_WIDTH,
             "max_height": DEFAULT_MAX_HEIGHT, "max_payload": 16384, "reply_payload": 262144,
-            "link_bytes": 32, "input_fifo_bytes": 262144}
+            "link_bytes": 32, "input_fifo_bytes": 262144, "resample_taps": 7}
 #: What a UART build (``uart=N``) changes: the ULX3S preset's frame sizes and receive FIFO.
 #: The host paces a link without flow control to one request frame (plus its barrier PINGs
 #: and a control request) in the device at a time, so ``rx_fifo`` must hold
@@ -214,7 +214,7 @@ def _flags(params):
 # ---- Building ---------------------------------------------------------------------------------
 
 def _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart=None,
-            rx_fifo=None, link_bytes=None, input_fifo_bytes=None):
+            rx_fifo=None, link_bytes=None, input_fifo_bytes=None, resample_taps=None):
     from ..rtl.conv.config import EngineConfig
     from ..rtl.link.protocol import LINK_WIDTHS
     from ..rtl.link.uart import MIN_DIVISOR
@@ -240,6 +240,11 @@ def _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart
               "max_payload": int(max_payload), "reply_payload": int(reply_payload)}
     if link_bytes > 1:                  # (a byte link's parameters as they were)
         params |= {"link_bytes": link_bytes, "input_fifo_bytes": int(input_fifo_bytes)}
+        # a resampler in each core (its request is read a word a clock: on a byte link the
+        # cores read bytes, and such a board has none)
+        taps = DEFAULTS["resample_taps"] if resample_taps is None else int(resample_taps)
+        if taps and cores:
+            params["resample_taps"] = taps
     elif input_fifo_bytes != 64:
         params |= {"input_fifo_bytes": int(input_fifo_bytes)}
     if uart is None:                    # the stream build
@@ -280,6 +285,7 @@ def _verilog(params):
                              reply_payload=params["reply_payload"],
                              link_bytes=params.get("link_bytes", 1),
                              input_fifo_bytes=params.get("input_fifo_bytes", 64),
+                             resample_taps=params.get("resample_taps", 0),
                              engine_clock=True)         # (the wrapper gates it)
     return verilog.convert(top, name=TOP_NAME, emit_src=False)
 
@@ -345,7 +351,8 @@ def board_key(text, env, params=None):
 
 def build_board(cores=DEFAULTS["cores"], conv=True, max_width=DEFAULTS["max_width"],
                 max_height=DEFAULTS["max_height"], max_payload=None, reply_payload=None,
-                uart=None, rx_fifo=None, link_bytes=None, input_fifo_bytes=None):
+                uart=None, rx_fifo=None, link_bytes=None, input_fifo_bytes=None,
+                resample_taps=None):
     """The simulated board's executable for this configuration, built if needed.
 
     ``conv``: with the convolution engine (its default :class:`EngineConfig`), or an
@@ -363,7 +370,7 @@ def build_board(cores=DEFAULTS["cores"], conv=True, max_width=DEFAULTS["max_widt
     with the end of the log when it fails.
     """
     params = _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart,
-                     rx_fifo, link_bytes, input_fifo_bytes)
+                     rx_fifo, link_bytes, input_fifo_bytes, resample_taps)
     root = build_dir_root() / "sim_board"
     root.mkdir(parents=True, exist_ok=True)
     env = simulator_env("verilator")
@@ -464,7 +471,7 @@ class SimBoard:
         self.uart = uart
         defaults = dict(DEFAULTS)
         if uart is not None:
-            del defaults["link_bytes"], defaults["input_fifo_bytes"]
+            del defaults["link_bytes"], defaults["input_fifo_bytes"], defaults["resample_taps"]
             defaults |= {"max_payload": UART_DEFAULTS["max_payload"],
                          "reply_payload": UART_DEFAULTS["reply_payload"],
                          "uart": uart, "rx_fifo": rx_fifo}

@@ -178,6 +178,7 @@ class Register(enum.IntEnum):
     SPAN_START = 0x36
     SPAN_END = 0x37
     RESAMPLE_TAPS = 0x38    # the cores' resampler taps per pass (0: no resampler)
+    RESAMPLE_MAX = 0x39     # its largest crop and output: width | height << 16
 
 
 MAX_CORES = Register.JPEG_ERRORS - Register.JPEG_IMAGES    # per-core registers: 16 cores
