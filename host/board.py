@@ -642,8 +642,9 @@ class Board(Device):
                                                    height, cycles, error=f"BAD_RESIZE: {exc}")
                     return
                 height, width = pixels.shape[:2]
+            resized = None if job.resize is None else "host" if job.host_resize else "device"
             results[job.index] = JpegReply(job.key, status, width, height, cycles,
-                                           pixels=pixels)
+                                           pixels=pixels, resized=resized)
             return
         if status.malformed and not self.transport.reliable and job.tries == 0 \
                 and job.why is None:

@@ -37,6 +37,7 @@ class DecodeResult:
     cycles: int = None                 # the device's own cycle count for the file
     error: str = None
     pixels: np.ndarray = field(default=None, repr=False)
+    resized: str = None                # who cropped and resized it: "device", "host" or None
 
     def as_dict(self):
         return {"file": self.name, "status": self.status, "width": self.width,
@@ -54,7 +55,8 @@ class _Key(NamedTuple):
 
 
 def describe_status(status):
-    kind = "unsupported" if status.unsupported else "malformed"
+    kind = "unsupported" if status.unsupported else \
+        "refused" if status.refused else "malformed"
     return f"{status.name} (0x{int(status):02X}, {kind})"
 
 
@@ -89,8 +91,14 @@ class DecoderService:
     def __exit__(self, *exc):
         self.close()
 
-    def decode(self, items):
-        """Yield a :class:`DecodeResult` per item (bytes, a path, or (name, bytes))."""
+    def decode(self, items, resize=None):
+        """Yield a :class:`DecodeResult` per item (bytes, a path, or (name, bytes)).
+
+        ``resize``: a function (index, name, width, height) -> a
+        :class:`~dlforge.host.resize_request.Resize` or None, called once per file with its
+        size from the header; the result then holds the resized pixels (the device's
+        resampler, or Pillow's where the device cannot, or for the CPU fallback: the same
+        pixels either way)."""
         held = {}                           # index -> result decided on the host
 
         def jobs():
@@ -99,10 +107,14 @@ class DecoderService:
                 status, width, height = precheck(data, self.device.max_width,
                                                  self.device.max_height)
                 if status == JpegStatus.OK:
-                    yield _Key(index, name, data), data, self.fast, (width, height)
+                    if resize is None:
+                        yield _Key(index, name, data), data, self.fast, (width, height)
+                    else:
+                        yield (_Key(index, name, data), data, self.fast, (width, height),
+                               resize(index, name, width, height))
                 elif status.unsupported:
                     held[index] = self._fallback(index, name, data, describe_status(status),
-                                                 None)
+                                                 None, resize)
                     yield _Key(index, name, None), None, self.fast
                 else:
                     held[index] = DecodeResult(index, name, "error",
@@ -116,10 +128,11 @@ class DecoderService:
                 result = held.pop(index)
             elif reply.status == JpegStatus.OK:
                 result = DecodeResult(index, name, "ok", reply.width, reply.height,
-                                      reply.cycles, pixels=reply.pixels)
+                                      reply.cycles, pixels=reply.pixels,
+                                      resized=reply.resized)
             elif reply.status.unsupported:
                 result = self._fallback(index, name, data, reply.error
-                                        or describe_status(reply.status), reply.cycles)
+                                        or describe_status(reply.status), reply.cycles, resize)
             else:
                 result = DecodeResult(index, name, "error", cycles=reply.cycles,
                                       error=reply.error or describe_status(reply.status))
@@ -135,9 +148,18 @@ class DecoderService:
         path = Path(item)
         return str(path), path.read_bytes()
 
-    def _fallback(self, index, name, data, why, cycles):
+    def _fallback(self, index, name, data, why, cycles, resize=None):
         pixels, error = _cpu_decode(data, self.fast)
+        if pixels is not None and resize is not None:
+            request = resize(index, name, pixels.shape[1], pixels.shape[0])
+            if request is not None:
+                try:
+                    request.check(pixels.shape[1], pixels.shape[0])
+                    pixels = request.apply(pixels)
+                except ValueError as exc:
+                    pixels, error = None, f"BAD_RESIZE: {exc}"
         if pixels is None:
             return DecodeResult(index, name, "error", cycles=cycles, error=f"{why}; {error}")
         return DecodeResult(index, name, "fallback", pixels.shape[1], pixels.shape[0], cycles,
-                            error=why, pixels=pixels)
+                            error=why, pixels=pixels,
+                            resized="host" if resize is not None else None)

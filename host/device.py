@@ -38,6 +38,7 @@ class JpegReply:
     cycles: int = None                 # the core's own count (boards only)
     error: str = None                  # why it failed, when status is not OK
     pixels: np.ndarray = field(default=None, repr=False)   # (height, width, 3) uint8
+    resized: str = None                # a resize asked for was done by "device" or "host"
 
 
 class Device:
@@ -47,10 +48,11 @@ class Device:
     max_height = DEFAULT_MAX_HEIGHT
 
     def decode_jpegs(self, jobs):
-        """``jobs``: iterable of (key, bytes, fast_upsampling[, (width, height) if known]).
-        Yields a :class:`JpegReply`
-        per job, in order; consumes ``jobs`` lazily (a bounded number ahead).  A job whose
-        bytes are None is a placeholder (the host decided it): its reply keeps its place."""
+        """``jobs``: iterable of (key, bytes, fast_upsampling[, (width, height) if known[,
+        resize]]), ``resize`` a :class:`~dlforge.host.resize_request.Resize` (or None) whose
+        pixels the reply then holds.  Yields a :class:`JpegReply` per job, in order;
+        consumes ``jobs`` lazily (a bounded number ahead).  A job whose bytes are None is a
+        placeholder (the host decided it): its reply keeps its place."""
         raise NotImplementedError
 
     def info(self):
@@ -72,7 +74,7 @@ class CpuDevice(Device):
 
     def decode_jpegs(self, jobs):
         import simplejpeg
-        for key, data, fast, *_ in jobs:
+        for key, data, fast, *rest in jobs:
             if data is None:
                 yield JpegReply(key, JpegStatus.OK)
                 continue
@@ -82,8 +84,16 @@ class CpuDevice(Device):
             except (ValueError, RuntimeError) as exc:
                 yield JpegReply(key, JpegStatus.BAD_FRAME_HEADER, error=f"libjpeg-turbo: {exc}")
                 continue
+            resize = rest[1] if len(rest) > 1 else None
+            if resize is not None:
+                try:
+                    resize.check(pixels.shape[1], pixels.shape[0])
+                except ValueError as exc:
+                    yield JpegReply(key, JpegStatus.BAD_RESIZE, error=f"BAD_RESIZE: {exc}")
+                    continue
+                pixels = resize.apply(pixels)
             yield JpegReply(key, JpegStatus.OK, pixels.shape[1], pixels.shape[0],
-                            pixels=pixels)
+                            pixels=pixels, resized="host" if resize is not None else None)
 
 
 def open_device(spec="sim", **options):

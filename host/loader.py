@@ -31,7 +31,9 @@ import torch.nn.functional as F
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .decode_service import UPSAMPLING, DecoderService
-from .transforms import TRANSFORMS, eval_transform, train_transform
+from .resize_request import Resize
+from .transforms import (TRANSFORMS, center_crop_box, flip_draw, random_resized_crop_box,
+                         resize_size)
 
 __all__ = ["JpegBatches", "Batch", "Skipped", "DecodeFailed", "loader", "resize_image",
            "train_generator", "scan_source", "JPEG_SUFFIXES", "LAYOUTS", "RESIZES"]
@@ -171,10 +173,12 @@ def resize_image(pixels, size, resize="shorter-crop"):
 
 class _Delta:
     """What the producer did since its last message (the consumer adds it to the stats)."""
-    __slots__ = ("ok", "fallback", "error", "dropped", "cycles", "cpu", "errors")
+    __slots__ = ("ok", "fallback", "error", "dropped", "cycles", "cpu", "errors",
+                 "device_resized")
 
     def __init__(self):
         self.ok = self.fallback = self.error = self.dropped = self.cycles = 0
+        self.device_resized = 0
         self.cpu = 0.0
         self.errors = []
 
@@ -245,6 +249,7 @@ class _Producer:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, name="dlforge-loader", daemon=True)
         self._cpu = 0.0
+        self._flips = {}                    # file index -> the train pipeline's flip draw
 
     def _put(self, item):
         while not self.stop.is_set():
@@ -264,7 +269,8 @@ class _Producer:
         delta = _Delta()
         results = None
         try:
-            results = self.service.decode(path for path, _ in self.samples)
+            results = self.service.decode((path for path, _ in self.samples),
+                                          resize=self._request if self.transform else None)
             staged = []                     # (result, image tensor) of the batch being built
             for result in results:
                 if self.stop.is_set():
@@ -272,7 +278,10 @@ class _Producer:
                 setattr(delta, result.status, getattr(delta, result.status) + 1)
                 if result.cycles is not None:
                     delta.cycles += result.cycles
+                if result.resized == "device":
+                    delta.device_resized += 1
                 if result.status == "error":
+                    self._flips.pop(result.index, None)
                     if not self.skip_errors:
                         raise DecodeFailed(result.name, result.error)
                     delta.errors.append(Skipped(result.name, result.error))
@@ -302,14 +311,25 @@ class _Producer:
             if results is not None:
                 results.close()
 
-    def _transformed(self, result):
-        """torchvision's pipeline (host/transforms.py) on the decoded image, as (3, H, W)."""
+    def _request(self, index, name, width, height):
+        """torchvision's pipeline for one file as a crop-and-resize (host/transforms.py): the
+        device does it where it can, Pillow where not; the train pipeline's flip is drawn
+        here, after the crop's draws as torchvision draws them, and applied on the host."""
         if self.transform == "eval":
-            out = eval_transform(result.pixels, self.eval_resize, self.size)
-        else:
-            out = train_transform(result.pixels, train_generator(self.seed, self.epoch,
-                                                                 result.name), self.size)
-        return torch.from_numpy(out).permute(2, 0, 1)
+            size = resize_size(width, height, self.eval_resize)
+            return Resize((0, 0, width, height), size, center_crop_box(*size, self.size))
+        generator = train_generator(self.seed, self.epoch, name)
+        box = random_resized_crop_box(width, height, generator)
+        self._flips[index] = flip_draw(generator)
+        return Resize(box, (self.size, self.size))
+
+    def _transformed(self, result):
+        """The image of a transformed file as (3, H, W): already cropped and resized; the
+        train pipeline's flip still to do."""
+        image = torch.from_numpy(result.pixels)
+        if self._flips.pop(result.index, False):
+            image = image.flip(1)
+        return image.permute(2, 0, 1)
 
     def _emit(self, staged, delta):
         shape = staged[0][1].shape
@@ -404,7 +424,7 @@ class _Pass:
 
     def _account(self, delta):
         s = self.stats
-        for key in ("ok", "fallback", "error", "dropped"):
+        for key in ("ok", "fallback", "error", "dropped", "device_resized"):
             s[key] += getattr(delta, key)
         s["device_cycles"] += delta.cycles
         s["host_cpu_s"] += delta.cpu
@@ -456,7 +476,8 @@ class _Pass:
 
 def _fresh_stats():
     return {"images": 0, "ok": 0, "fallback": 0, "error": 0, "dropped": 0, "batches": 0,
-            "decode_wait_s": 0.0, "host_cpu_s": 0.0, "device_cycles": 0}
+            "decode_wait_s": 0.0, "host_cpu_s": 0.0, "device_cycles": 0,
+            "device_resized": 0}
 
 
 class JpegBatches(IterableDataset):

@@ -374,14 +374,21 @@ def _pillow_decoded(path):
         return image.convert("RGB")
 
 
-@pytest.mark.parametrize("size", [224, 64])
-def test_eval_transform_equals_torchvision_on_pillow(tree, size):
+@pytest.mark.parametrize("device,size", [("cpu", 224), ("cpu", 64), ("sim:dma", 224),
+                                         ("sim:dma", 64)])
+def test_eval_transform_equals_torchvision_on_pillow(tree, device, size):
     """``transform="eval"``: ``Resize(256)`` then ``CenterCrop(224)`` (at 64: 73 then 64),
-    each image equal to Pillow's decode through torchvision's rules written out here."""
+    each image equal to Pillow's decode through torchvision's rules written out here; on
+    the simulated board the cores' resamplers do it (64: a shrink beyond their 7 taps for
+    the largest photo, which the host resizes instead)."""
     from dlforge.host.loader import JpegBatches as Batches
     resize_to = 256 if size == 224 else round(size * 256 / 224)
-    batches = _all(Batches(tree, 4, size=size, device="cpu", transform="eval",
-                           layout="NHWC"))
+    ds = Batches(tree, 4, size=size, device=device, transform="eval", layout="NHWC")
+    batches = _all(ds)
+    # (on the board: all but the progressive file, which the CPU decodes; at 64 also not
+    # the two photos that shrink by more than 3, beyond 7 taps: the host resizes them)
+    assert ds.stats["device_resized"] == (0 if device == "cpu" else
+                                          GOOD - 1 if size == 224 else GOOD - 3)
     names = [n for _, _, ns, _ in batches for n in ns]
     assert len(names) == GOOD
     for images, _, ns, _ in batches:
@@ -397,14 +404,18 @@ def test_eval_transform_equals_torchvision_on_pillow(tree, size):
             assert np.array_equal(image.numpy(), want), name
 
 
-def test_train_transform_draws_per_file_as_torchvision(tree):
+@pytest.mark.parametrize("device", ["cpu", "sim:dma"])
+def test_train_transform_draws_per_file_as_torchvision(tree, device):
     """``transform="train"``: each file's ``RandomResizedCrop`` and flip come from its own
-    generator (seed, epoch, name): the same pixels in any order or shard, others next epoch."""
+    generator (seed, epoch, name): the same pixels in any order or shard, others next epoch;
+    on the simulated board its cores crop and resize."""
     from dlforge.host.loader import train_generator
     from test_transforms import _reference_params
-    ds = JpegBatches(tree, 3, size=96, device="cpu", transform="train", seed=5, layout="NHWC")
+    ds = JpegBatches(tree, 3, size=96, device=device, transform="train", seed=5, layout="NHWC")
     got = {n: img.numpy() for images, _, ns, _ in _all(ds) for img, n in zip(images, ns)}
     assert len(got) == GOOD
+    # (the progressive file is the CPU's; crops that shrink by more than 3 the host's)
+    assert (ds.stats["device_resized"] == 0) == (device == "cpu")
     for name, image in got.items():
         im = _pillow_decoded(name)
         torch.manual_seed(train_generator(5, 0, name).initial_seed())
@@ -414,7 +425,7 @@ def test_train_transform_draws_per_file_as_torchvision(tree):
         if bool(torch.rand(1) < 0.5):
             want = want[:, ::-1]
         assert np.array_equal(image, want), name
-    shuffled = JpegBatches(tree, 2, size=96, device="cpu", transform="train", seed=5,
+    shuffled = JpegBatches(tree, 2, size=96, device=device, transform="train", seed=5,
                            shuffle=True, layout="NHWC")
     again = {n: img.numpy() for images, _, ns, _ in _all(shuffled) for img, n in zip(images, ns)}
     assert all(np.array_equal(again[n], got[n]) for n in got)
