@@ -31,9 +31,7 @@ import torch.nn.functional as F
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .decode_service import UPSAMPLING, DecoderService
-from .resize_request import Resize
-from .transforms import (TRANSFORMS, center_crop_box, flip_draw, random_resized_crop_box,
-                         resize_size)
+from .transforms import TRANSFORMS, eval_request, train_request
 
 __all__ = ["JpegBatches", "Batch", "Skipped", "DecodeFailed", "loader", "resize_image",
            "train_generator", "scan_source", "JPEG_SUFFIXES", "LAYOUTS", "RESIZES"]
@@ -316,12 +314,10 @@ class _Producer:
         device does it where it can, Pillow where not; the train pipeline's flip is drawn
         here, after the crop's draws as torchvision draws them, and applied on the host."""
         if self.transform == "eval":
-            size = resize_size(width, height, self.eval_resize)
-            return Resize((0, 0, width, height), size, center_crop_box(*size, self.size))
-        generator = train_generator(self.seed, self.epoch, name)
-        box = random_resized_crop_box(width, height, generator)
-        self._flips[index] = flip_draw(generator)
-        return Resize(box, (self.size, self.size))
+            return eval_request(width, height, self.eval_resize, self.size)
+        request, self._flips[index] = train_request(
+            width, height, train_generator(self.seed, self.epoch, name), self.size)
+        return request
 
     def _transformed(self, result):
         """The image of a transformed file as (3, H, W): already cropped and resized; the

@@ -14,9 +14,9 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image
 
-from ..rtl.resample.column_resampler import column_table
-from ..rtl.resample.request import pack_request
-from ..rtl.resample.row_resampler import row_table
+from ..rtl.resample.column_resampler import column_arrays
+from ..rtl.resample.request import pack_request, table_bytes
+from ..rtl.resample.row_resampler import row_arrays
 from ..sim.resample_model import Coefficients, coefficients, vertical_first
 
 __all__ = ["Resize"]
@@ -36,6 +36,13 @@ class Resize:
     size: tuple
     window: tuple = None
     filter: str = "BILINEAR"
+
+    def __post_init__(self):
+        # (tuples of ints: a Resize is a key of the request cache)
+        for name in ("box", "size", "window"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(int(v) for v in value))
 
     @property
     def out_size(self):
@@ -64,7 +71,11 @@ class Resize:
     def request(self, taps, limits=None, pillow=None):
         """The request's bytes for a resampler of ``taps`` taps per pass whose crop and
         output may be up to ``limits`` (width, height).  ValueError when the device cannot
-        do it (an output needs more taps, or sizes beyond its limits)."""
+        do it (an output needs more taps, or sizes beyond its limits).  Requests are kept
+        (the eval pipeline asks the same of every photo of a size)."""
+        return _request(self, taps, None if limits is None else tuple(limits), pillow)
+
+    def _encode(self, taps, limits, pillow):
         left, top, right, bottom = self.box
         crop_w, crop_h = right - left, bottom - top
         out_w, out_h = self.size
@@ -72,9 +83,8 @@ class Resize:
             raise ValueError(f"empty crop or output ({crop_w}x{crop_h} -> {out_w}x{out_h})")
         order = vertical_first((0, 0, crop_w, crop_h), self.size, pillow)
         wl, wt, wr, wb = self.window or (0, 0, out_w, out_h)
-        across = _cut(_coefficients(crop_w, out_w, self.filter), wl, wr)
-        down = _cut(_coefficients(crop_h, out_h, self.filter), wt, wb)
-        (x0, x1, across), (y0, y1, down) = _shift(across), _shift(down)
+        x0, x1, across = _axis(crop_w, out_w, wl, wr, self.filter, taps, row_arrays)
+        y0, y1, down = _axis(crop_h, out_h, wt, wb, self.filter, taps, column_arrays)
         device_box = (left + x0, top + y0, left + x1, top + y1)
         if limits:
             most_w, most_h = limits
@@ -83,8 +93,7 @@ class Resize:
                     raise ValueError(f"{what} {w}x{h} is larger than the device's resampler "
                                      f"takes ({most_w}x{most_h})")
         return pack_request(taps=taps, box=device_box, size=self.out_size,
-                            vertical_first=order, row_entries=row_table(across, taps),
-                            column_entries=column_table(down, taps))
+                            vertical_first=order, rows=across, columns=down)
 
     def apply(self, pixels):
         """The same on the CPU with Pillow itself: (H, W, 3) uint8 -> (h, w, 3) uint8."""
@@ -97,17 +106,18 @@ class Resize:
         return np.array(image)
 
 
+@lru_cache(maxsize=1024)
+def _request(resize, taps, limits, pillow):
+    return resize._encode(taps, limits, pillow)
+
+
 @lru_cache(maxsize=4096)
-def _coefficients(in_size, out_size, filter):
-    return coefficients(in_size, out_size, filter=filter)
-
-
-def _cut(c, start, stop):
-    return Coefficients(c.first[start:stop], c.count[start:stop], c.weights[start:stop])
-
-
-def _shift(c):
-    """(first input read, one past the last, the coefficients with ``first`` from 0)."""
-    lo = int(c.first.min())
-    hi = int((c.first + c.count).max())
-    return lo, hi, Coefficients(c.first - lo, c.count, c.weights)
+def _axis(in_size, out_size, start, stop, filter, taps, arrays):
+    """One axis's table for outputs ``[start, stop)`` of an ``in_size`` -> ``out_size``
+    resize: (first input read, one past the last, (needs, weights) from that input on).
+    Kept per sizes: a training run's random crops come in a few hundred sizes per axis."""
+    c = coefficients(in_size, out_size, filter=filter)
+    first, count = c.first[start:stop], c.count[start:stop]
+    lo, hi = int(first.min()), int((first + count).max())
+    table = arrays(Coefficients(first - lo, count, c.weights[start:stop]), taps)
+    return lo, hi, table_bytes(*table)

@@ -19,13 +19,14 @@ resampler (issue 18) is to take it over.
 """
 
 import math
+from functools import lru_cache
 
 import numpy as np
 import torch
 from PIL import Image
 
 __all__ = ["TRANSFORMS", "resize_size", "center_crop_box", "random_resized_crop_box",
-           "flip_draw", "eval_transform", "train_transform"]
+           "flip_draw", "eval_transform", "train_transform", "eval_request", "train_request"]
 
 #: The pipelines by name (``dlforge stream --transform``, ``JpegBatches(transform=)``).
 TRANSFORMS = ("eval", "train")
@@ -53,11 +54,17 @@ def center_crop_box(width, height, crop):
     return left, top, left + crop, top + crop
 
 
+@lru_cache(maxsize=16)
+def _log_ratio(ratio):
+    """torchvision's ``torch.log(torch.tensor(ratio))``, once (the same float32 values)."""
+    return tuple(float(v) for v in torch.log(torch.tensor(ratio)))
+
+
 def random_resized_crop_box(width, height, generator, scale=SCALE, ratio=RATIO):
     """``RandomResizedCrop.get_params``: the box (left, top, right, bottom), drawn from
     ``generator`` as torchvision draws from its global one."""
     area = height * width
-    log_ratio = torch.log(torch.tensor(ratio))
+    log_ratio = _log_ratio(tuple(ratio))
     for _ in range(10):
         target_area = area * torch.empty(1).uniform_(scale[0], scale[1],
                                                      generator=generator).item()
@@ -84,6 +91,24 @@ def random_resized_crop_box(width, height, generator, scale=SCALE, ratio=RATIO):
 def flip_draw(generator, p=0.5):
     """``RandomHorizontalFlip(p)``'s draw: whether to flip."""
     return bool(torch.rand(1, generator=generator) < p)
+
+
+@lru_cache(maxsize=1024)
+def eval_request(width, height, resize=256, crop=224):
+    """``Resize(resize)`` then ``CenterCrop(crop)`` of a ``width`` x ``height`` image as one
+    crop-and-resize (a :class:`~dlforge.host.resize_request.Resize` with a window), what a
+    device's resampler does."""
+    from .resize_request import Resize
+    size = resize_size(width, height, resize)
+    return Resize((0, 0, width, height), size, center_crop_box(*size, crop))
+
+
+def train_request(width, height, generator, size=224):
+    """``RandomResizedCrop(size)`` and ``RandomHorizontalFlip()``'s draws, in torchvision's
+    order: (the crop-and-resize, whether to flip the result)."""
+    from .resize_request import Resize
+    box = random_resized_crop_box(width, height, generator)
+    return Resize(box, (size, size)), flip_draw(generator)
 
 
 def _pillow(pixels):

@@ -28,17 +28,15 @@ PRECISION_BITS = 22
 
 
 def _bilinear(x):
-    x = abs(x)
-    return 1.0 - x if x < 1.0 else 0.0
+    x = np.abs(x)
+    return np.where(x < 1.0, 1.0 - x, 0.0)
 
 
 def _bicubic(x, a=-0.5):
-    x = abs(x)
-    if x < 1.0:
-        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1
-    if x < 2.0:
-        return (((x - 5) * x + 8) * x - 4) * a
-    return 0.0
+    x = np.abs(x)
+    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1
+    far = (((x - 5) * x + 8) * x - 4) * a
+    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
 
 
 #: Pillow's filter name -> (function, support); the names of ``PIL.Image.Resampling``.
@@ -60,7 +58,9 @@ class Coefficients:
 
 def coefficients(in_size, out_size, start=0.0, stop=None, filter="BILINEAR"):
     """The integer coefficients of one axis: ``in_size`` samples, the box ``[start, stop)``
-    of them (default: all) resampled to ``out_size``."""
+    of them (default: all) resampled to ``out_size``.  Every output at once in numpy, with
+    C's operations in C's order (the weights of an output summed one after another, not
+    pairwise), so the doubles are Pillow's."""
     if in_size < 1 or out_size < 1:
         raise ValueError(f"sizes must be positive, not {in_size} -> {out_size}")
     function, base_support = FILTERS[filter]
@@ -70,25 +70,22 @@ def coefficients(in_size, out_size, start=0.0, stop=None, filter="BILINEAR"):
     filterscale = max(scale, 1.0)
     support = base_support * filterscale
     taps = int(math.ceil(support)) * 2 + 1
-    first = np.zeros(out_size, np.int64)
-    count = np.zeros(out_size, np.int64)
-    weights = np.zeros((out_size, taps), np.int64)
     ss = 1.0 / filterscale
     one = float(1 << PRECISION_BITS)
-    for i in range(out_size):
-        center = float(start32) + (i + 0.5) * scale
-        lo = max(int(center - support + 0.5), 0)                # (C casts truncate to 0)
-        n = min(int(center + support + 0.5), in_size) - lo
-        w = [function((x + lo - center + 0.5) * ss) for x in range(n)]
-        total = 0.0                                 # (in order, as C adds them)
-        for v in w:
-            total += v
-        if total != 0.0:
-            w = [v / total for v in w]
-        first[i], count[i] = lo, n
-        for x, v in enumerate(w):
-            weights[i, x] = int(-0.5 + v * one) if v < 0 else int(0.5 + v * one)
-    return Coefficients(first, count, weights)
+    center = float(start32) + (np.arange(out_size) + 0.5) * scale
+    lo = np.maximum(np.trunc(center - support + 0.5), 0).astype(np.int64)  # (C casts: to 0)
+    count = np.minimum(np.trunc(center + support + 0.5), in_size).astype(np.int64) - lo
+    x = np.arange(taps)
+    inside = x[None, :] < count[:, None]
+    w = np.where(inside, function((x[None, :] + lo[:, None] - center[:, None] + 0.5) * ss),
+                 0.0)
+    total = np.zeros(out_size)
+    for k in range(taps):                           # (in order, as C adds them)
+        total = total + w[:, k]
+    w = np.where(total[:, None] != 0.0, w / np.where(total == 0.0, 1.0, total)[:, None], w)
+    weights = np.where(w < 0, np.trunc(-0.5 + w * one), np.trunc(0.5 + w * one))
+    weights = np.where(inside, weights, 0).astype(np.int64)
+    return Coefficients(lo, count, weights)
 
 
 def _pass(image, axis, coeffs, offset=0):

@@ -14,35 +14,35 @@ Not yet here (issue 18): rows in and out at more than one pixel a clock, and tak
 next input row while an output row is made.
 """
 
+import numpy as np
 from amaranth import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .row_resampler import WEIGHT_BITS, weighted_pixel
+from .row_resampler import WEIGHT_BITS, check_counts, weighted_pixel
 
-__all__ = ["ColumnResampler", "column_table"]
+__all__ = ["ColumnResampler", "column_table", "column_arrays"]
+
+
+def column_arrays(coefficients, taps):
+    """The vertical axis's table (``sim.resample_model.coefficients``) as arrays: ``need``
+    per output row and one weight per line buffer (buffer ``b`` then holds input row
+    ``need - ((need - b) mod taps)``)."""
+    count = np.asarray(coefficients.count, np.int64)
+    check_counts(count, taps)
+    weights = np.asarray(coefficients.weights, np.int64)
+    needs = np.asarray(coefficients.first, np.int64) + count - 1
+    back = (needs[:, None] - np.arange(taps)[None, :]) % taps  # buffer b: input need - back
+    index = count[:, None] - 1 - back
+    per_buffer = np.take_along_axis(weights, np.clip(index, 0, weights.shape[1] - 1), axis=1)
+    return needs, np.where(back < count[:, None], per_buffer, 0)
 
 
 def column_table(coefficients, taps):
-    """The table entries of the vertical axis (``sim.resample_model.coefficients``): per
-    output row its ``need`` and one weight per line buffer (buffer ``b`` then holds input
-    row ``need - ((need - b) mod taps)``)."""
-    entries = []
-    for first, count, weights in zip(coefficients.first, coefficients.count,
-                                     coefficients.weights):
-        first, count = int(first), int(count)
-        if count > taps:
-            raise ValueError(f"an output needs {count} taps, the resampler has {taps}")
-        if count < 1:
-            raise ValueError("an output with no input taps")
-        need = first + count - 1
-        per_buffer = []
-        for b in range(taps):
-            back = (need - b) % taps                # the buffer holds input row need - back
-            per_buffer.append(int(weights[count - 1 - back]) if back < count else 0)
-        entries.append((need, per_buffer))
-    return entries
+    """:func:`column_arrays` as (need, weights) pairs of ints, an entry per output row."""
+    needs, weights = column_arrays(coefficients, taps)
+    return [(int(n), [int(v) for v in w]) for n, w in zip(needs, weights)]
 
 
 class ColumnResampler(wiring.Component):

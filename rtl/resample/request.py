@@ -30,8 +30,10 @@ table entry is ``taps + 1`` words: for a 224x224 output with 7 taps, 14 KiB a fi
 
 import struct
 
+import numpy as np
+
 __all__ = ["MAGIC", "HEADER_WORDS", "VERTICAL_FIRST", "entry_words", "request_bytes",
-           "pack_request"]
+           "table_bytes", "pack_request"]
 
 MAGIC = 0x315A5352                 # b"RSZ1"
 HEADER_WORDS = 5
@@ -49,18 +51,27 @@ def request_bytes(taps, out_width, out_height):
     return 4 * (HEADER_WORDS + entry_words(taps) * (out_width + out_height))
 
 
-def pack_request(*, taps, box, size, vertical_first, row_entries, column_entries):
+def table_bytes(needs, weights):
+    """A table's words: per entry ``need`` then its weights ((needs, weights) arrays as
+    :func:`~dlforge.rtl.resample.row_resampler.row_arrays` and
+    :func:`~dlforge.rtl.resample.column_resampler.column_arrays` give them)."""
+    needs, weights = np.asarray(needs, np.int64), np.asarray(weights, np.int64)
+    if weights.ndim != 2 or needs.shape != weights.shape[:1]:
+        raise ValueError(f"a need per entry and a row of weights: {needs.shape} needs, "
+                         f"{weights.shape} weights")
+    return (np.column_stack([needs, weights]) & 0xFFFFFFFF).astype("<u4").tobytes()
+
+
+def pack_request(*, taps, box, size, vertical_first, rows, columns):
     """The request's bytes.  ``box`` (left, top, right, bottom), ``size`` (width, height),
-    the entries as (need, weights) pairs of ``taps`` weights each."""
+    ``rows`` and ``columns`` the tables' :func:`table_bytes`."""
     left, top, right, bottom = box
     out_w, out_h = size
-    if len(row_entries) != out_w or len(column_entries) != out_h:
-        raise ValueError("a table entry per output column and per output row")
-    words = [MAGIC, (VERTICAL_FIRST if vertical_first else 0) | taps << TAPS_SHIFT,
-             left | top << 16, (right - left) | (bottom - top) << 16, out_w | out_h << 16]
-    for need, weights in list(row_entries) + list(column_entries):
-        if len(weights) != taps:
-            raise ValueError(f"{len(weights)} weights in an entry, not {taps}")
-        words.append(need)
-        words.extend(w & 0xFFFFFFFF for w in weights)
-    return struct.pack(f"<{len(words)}I", *words)
+    for table, count in ((rows, out_w), (columns, out_h)):
+        if len(table) != 4 * entry_words(taps) * count:
+            raise ValueError(f"a table of {count} entries of {taps} weights is "
+                             f"{4 * entry_words(taps) * count} bytes, not {len(table)}")
+    header = struct.pack("<5I", MAGIC, (VERTICAL_FIRST if vertical_first else 0)
+                         | taps << TAPS_SHIFT, left | top << 16,
+                         (right - left) | (bottom - top) << 16, out_w | out_h << 16)
+    return b"".join((header, rows, columns))

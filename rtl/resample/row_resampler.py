@@ -17,6 +17,7 @@ Not yet here (issue 18): the vertical pass, the DCT-domain scaled IDCT, the link
 carries the tables, and a rate of more than one pixel a clock.
 """
 
+import numpy as np
 from amaranth import Cat, Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -24,7 +25,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..jpeg.ycc_rgb import clamp_u8
 
-__all__ = ["RowResampler", "row_table", "weighted_pixel", "entry_layout", "PRECISION_BITS",
+__all__ = ["RowResampler", "row_table", "row_arrays", "check_counts", "weighted_pixel", "entry_layout", "PRECISION_BITS",
            "WEIGHT_BITS"]
 
 #: Pillow's fraction bits; a weight is a signed 24-bit integer (|w| < 2**23).
@@ -41,20 +42,32 @@ def entry_layout(taps, width_bits):
     })
 
 
+def check_counts(count, taps):
+    """Raise unless every output reads 1 to ``taps`` inputs."""
+    count = np.asarray(count)
+    if count.size and count.max() > taps:
+        raise ValueError(f"an output needs {int(count.max())} taps, the resampler has {taps}")
+    if count.size and count.min() < 1:
+        raise ValueError("an output with no input taps")
+
+
+def row_arrays(coefficients, taps):
+    """The table of one axis (``sim.resample_model.coefficients``) as arrays: ``need`` per
+    output (its last input), and its ``taps`` weights newest-first.  Raises when an output
+    needs more taps."""
+    count = np.asarray(coefficients.count, np.int64)
+    check_counts(count, taps)
+    weights = np.asarray(coefficients.weights, np.int64)
+    back = count[:, None] - 1 - np.arange(taps)[None, :]       # the weight for window slot j
+    aligned = np.take_along_axis(weights, np.clip(back, 0, weights.shape[1] - 1), axis=1)
+    return (np.asarray(coefficients.first, np.int64) + count - 1,
+            np.where(back >= 0, aligned, 0))
+
+
 def row_table(coefficients, taps):
-    """The table entries of one axis (``sim.resample_model.coefficients``), as (need,
-    weights) pairs with the weights newest-first.  Raises when an output needs more taps."""
-    entries = []
-    for first, count, weights in zip(coefficients.first, coefficients.count,
-                                     coefficients.weights):
-        count = int(count)
-        if count > taps:
-            raise ValueError(f"an output needs {count} taps, the resampler has {taps}")
-        if count < 1:
-            raise ValueError("an output with no input taps")
-        aligned = [int(weights[count - 1 - j]) if j < count else 0 for j in range(taps)]
-        entries.append((int(first) + count - 1, aligned))
-    return entries
+    """:func:`row_arrays` as (need, weights) pairs of ints, an entry per output column."""
+    needs, weights = row_arrays(coefficients, taps)
+    return [(int(n), [int(v) for v in w]) for n, w in zip(needs, weights)]
 
 
 def weighted_pixel(m, samples, weights, channels):
