@@ -96,7 +96,9 @@ class Resize:
                             vertical_first=order, rows=across, columns=down)
 
     def apply(self, pixels):
-        """The same on the CPU with Pillow itself: (H, W, 3) uint8 -> (h, w, 3) uint8."""
+        """The same on the CPU with Pillow itself: (H, W, 3) uint8 -> (h, w, 3) uint8.
+        ValueError as :meth:`check` (Pillow would pad a box outside the image)."""
+        self.check(pixels.shape[1], pixels.shape[0])
         image = Image.fromarray(np.ascontiguousarray(pixels))
         image = image.crop(tuple(self.box))
         if image.size != tuple(self.size):

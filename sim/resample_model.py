@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FILTERS", "PRECISION_BITS", "Coefficients", "coefficients", "resize", "crop_resize"]
+__all__ = ["FILTERS", "PRECISION_BITS", "Coefficients", "coefficients", "resize", "crop_resize",
+           "apply_request"]
 
 #: Fraction bits of the integer coefficients (Pillow: 32 - 8 - 2).
 PRECISION_BITS = 22
@@ -170,3 +171,58 @@ def crop_resize(image, box, size, filter="BILINEAR", pillow=None):
         raise ValueError(f"crop box {box} is not inside the {width}x{height} image")
     return resize(np.asarray(image)[upper:lower, left:right], size, filter=filter,
                   pillow=pillow)
+
+
+def apply_request(image, request, taps):
+    """What a core with a resampler makes of ``image`` (the decoded (H, W, 3) uint8) and the
+    resize request ``request`` (bytes, ``rtl/resample/request.py``): the crop, the two
+    passes with the request's own tables in its order.  ValueError for a request the core
+    refuses (as ``BAD_RESIZE``).  The golden model of the gateware's resize path."""
+    from ..rtl.resample.request import HEADER_WORDS, MAGIC, TAPS_SHIFT, VERTICAL_FIRST
+    if len(request) % 4:
+        raise ValueError("a request is whole words")
+    words = np.frombuffer(request, "<u4").astype(np.int64)
+    if len(words) < HEADER_WORDS or words[0] != MAGIC:
+        raise ValueError("no request magic")
+    if (words[1] >> TAPS_SHIFT) & 0xFF != taps:
+        raise ValueError("tables for other taps")
+    left, top = words[2] & 0xFFFF, words[2] >> 16
+    crop_w, crop_h = words[3] & 0xFFFF, words[3] >> 16
+    out_w, out_h = words[4] & 0xFFFF, words[4] >> 16
+    per = 1 + taps
+    if len(words) != HEADER_WORDS + per * (out_w + out_h):
+        raise ValueError("the tables' length does not match the sizes")
+    height, width = image.shape[:2]
+    if min(crop_w, crop_h, out_w, out_h) < 1 or left + crop_w > width \
+            or top + crop_h > height:
+        raise ValueError("the box is not inside the image, or a size is 0")
+    body = words[HEADER_WORDS:].reshape(-1, per)
+    signed = np.where(body[:, 1:] >= 1 << 31, body[:, 1:] - (1 << 32), body[:, 1:])
+    rows, columns = (body[:out_w, 0], signed[:out_w]), (body[out_w:, 0], signed[out_w:])
+    for needs, limit in ((rows[0], crop_w), (columns[0], crop_h)):
+        if np.any(np.diff(needs) < 0) or needs.max() >= limit:
+            raise ValueError("a table's needs go backwards or past the crop")
+    crop = image[top:top + crop_h, left:left + crop_w].astype(np.int64)
+
+    def horizontal(src):
+        # window slot j of output x holds input need - j
+        index = rows[0][:, None] - np.arange(taps)[None, :]
+        gathered = src[:, np.clip(index, 0, None)]              # (H, out, taps, C)
+        weights = np.where(index >= 0, rows[1], 0)
+        acc = (gathered * weights[None, :, :, None]).sum(axis=2)
+        return np.clip((acc + (1 << (PRECISION_BITS - 1))) >> PRECISION_BITS, 0, 255)
+
+    def vertical(src):
+        # line buffer b holds input row need - ((need - b) mod taps)
+        need = columns[0][:, None]
+        index = need - (need - np.arange(taps)[None, :]) % taps
+        gathered = src[np.clip(index, 0, None)]                 # (out, taps, W, C)
+        weights = np.where(index >= 0, columns[1], 0)
+        acc = (gathered * weights[:, :, None, None]).sum(axis=1)
+        return np.clip((acc + (1 << (PRECISION_BITS - 1))) >> PRECISION_BITS, 0, 255)
+
+    if words[1] & VERTICAL_FIRST:
+        out = horizontal(vertical(crop))
+    else:
+        out = vertical(horizontal(crop))
+    return out.astype(np.uint8)

@@ -113,6 +113,42 @@ def test_decode_in_order_with_fallbacks_and_errors(board, upsample):
     assert sum(after["errors"]) - sum(before["errors"]) == 2
 
 
+def test_crop_and_resize_on_the_cores(board):
+    """Files with resize requests among plain ones: the cores' resamplers give Pillow's
+    pixels (shrinks, stretches, both pass orders, a window); a box the host can check is
+    refused before it goes; one it cannot (no size known) the core refuses itself, and the
+    next file still decodes; a shrink beyond the taps is left to the host, same pixels."""
+    from dlforge.host.resize_request import Resize
+    files = _photos(6, seed=3)
+    sizes = [Image.open(io.BytesIO(f)).size for f in files]
+    w, h = sizes[0]
+    jobs = [(0, files[0], False, sizes[0], Resize((0, 0, w, h), (w // 2 + 1, h // 3 + 1))),
+            (1, files[1], False, sizes[1]),
+            (2, files[2], False, sizes[2], Resize((1, 2, 30, 25), (50, 40))),
+            (3, files[3], False, sizes[3], Resize((0, 0, 40, 30), (10, 9))),     # 4x: host
+            (4, files[4], False, sizes[4], Resize((0, 0, 300, 30), (100, 10))),  # host: no
+            (5, files[4], False, None, Resize((0, 0, 300, 30), (100, 10))),      # core: no
+            (6, files[5], False, sizes[5],
+             Resize((0, 0, *sizes[5]), (60, 70), window=(5, 6, 45, 50)))]
+    before = board.counters()
+    replies = list(board.decode_jpegs(jobs))
+    assert [r.key for r in replies] == list(range(7))
+    statuses = [r.status.name for r in replies]
+    assert statuses == ["OK"] * 4 + ["BAD_RESIZE"] * 2 + ["OK"], statuses
+    assert [r.resized for r in replies] == ["device", None, "device", "host", None, None,
+                                            "device"]
+    assert replies[5].cycles > 0 and "BAD_RESIZE" in replies[4].error
+    for job, reply in zip(jobs, replies):
+        if reply.status.name != "OK":
+            continue
+        full = simplejpeg.decode_jpeg(job[1], colorspace="RGB", fastdct=False,
+                                      fastupsample=False)
+        want = job[4].apply(full) if len(job) > 4 else full
+        assert np.array_equal(reply.pixels, want), job[0]
+    after = board.counters()
+    assert sum(after["errors"]) - sum(before["errors"]) == 1          # (the core's refusal)
+
+
 def test_convolution_layer_on_the_board(board):
     cfg = engine_config(board)
     layer = LayerShape("demo", 16, 10, 12, 24, (3, 3), 1, 1, relu=True, pool=True)
