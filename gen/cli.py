@@ -229,7 +229,8 @@ def build_parser():
     bench.add_argument("--transform", choices=("eval", "train"), default=None,
                        help="loader: training-ready images (torchvision's pipeline) against "
                             "the CPU pipeline (Pillow decode + the same transform) on "
-                            "ImageNet-size photos (default passes 4)")
+                            "ImageNet-size photos (default passes 4); device: eval only, "
+                            "the files again resized by the cores (keep_pace)")
     bench.add_argument("--batches", type=int, default=3, metavar="N",
                        help="loader: times the rounds are streamed; the median batch's "
                             "figure counts (default 3)")

@@ -11,30 +11,85 @@ from ..host.device import DEVICE_HELP
 __all__ = ["add_runtime_commands"]
 
 
+def _decode_resize(args):
+    """The resize a ``dlforge decode`` asks for, per file: (index, name, width, height) ->
+    a Resize, or None for the decoded image as it is."""
+    from ..host.loader import train_generator
+    from ..host.resize_request import Resize
+    from ..host.transforms import eval_request, resize_size, train_request
+    if args.transform and (args.resize or args.crop):
+        raise ValueError("--transform is a resize and a crop already: not with "
+                         "--resize/--crop")
+    for name in ("resize", "crop", "size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name} must be positive, not {value}")
+    flips = {}
+    if args.transform == "eval":
+        size = args.size or 224
+        resize_to = 256 if size == 224 else round(size * 256 / 224)
+        return (lambda index, name, width, height:
+                eval_request(width, height, resize_to, size)), flips
+    if args.transform == "train":
+        def train(index, name, width, height):
+            request, flips[index] = train_request(
+                width, height, train_generator(args.seed, args.epoch, name), args.size or 224)
+            return request
+        return train, flips
+    if not (args.resize or args.crop):
+        return None, flips
+
+    def explicit(index, name, width, height):
+        size = resize_size(width, height, args.resize) if args.resize else (width, height)
+        window = None
+        if args.crop:
+            # torchvision's CenterCrop offsets; a crop larger than the image is refused
+            left = int(round((size[0] - args.crop) / 2.0))
+            top = int(round((size[1] - args.crop) / 2.0))
+            window = (left, top, left + args.crop, top + args.crop)
+        return Resize((0, 0, width, height), size, window)
+    return explicit, flips
+
+
 def cmd_decode(args):
-    """Decode files on a device; write <stem>.npy per file; JSON or a table."""
+    """Decode files on a device (cropped and resized as asked: on the device where its cores
+    have resamplers); write <stem>.npy (or .png) per file; JSON or a table."""
     import numpy as np
     from ..host.decode_service import DecoderService
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         raise ValueError(f"no such file: {missing[0]}")
+    resize, flips = _decode_resize(args)
     with DecoderService(args.device, args.upsample) as service:
-        results = list(service.decode(args.files))
+        results = list(service.decode(args.files, resize=resize))
         name = service.device.name
+    for r in results:
+        if r.pixels is not None and flips.get(r.index):
+            r.pixels = np.ascontiguousarray(r.pixels[:, ::-1])      # the train flip
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         for r in results:
-            if r.pixels is not None:
-                np.save(out / f"{Path(r.name).stem}.npy", r.pixels)
+            if r.pixels is None:
+                continue
+            stem = Path(r.name).stem + (f"-{args.transform}{args.seed}"
+                                        if args.transform == "train" else "")
+            if args.format == "png":
+                from PIL import Image
+                Image.fromarray(r.pixels).save(out / f"{stem}.png")
+            else:
+                np.save(out / f"{stem}.npy", r.pixels)
     if args.json:
         print(json.dumps({"device": name, "upsample": args.upsample,
+                          "transform": args.transform, "resize": args.resize,
+                          "crop": args.crop,
                           "files": [r.as_dict() for r in results]}, indent=2))
     else:
         for r in results:
             size = f"{r.width}x{r.height}" if r.width else "-"
             cycles = f"{r.cycles} cycles" if r.cycles is not None else ""
-            print(f"{r.status:<8} {size:>11} {cycles:>14}  {r.name}"
+            by = f" resized on the {r.resized}" if r.resized else ""
+            print(f"{r.status:<8} {size:>11} {cycles:>14}  {r.name}{by}"
                   + (f"  ({r.error})" if r.error else ""))
     return 1 if any(r.status == "error" for r in results) else 0
 
@@ -86,7 +141,8 @@ def stream_report(loader, wall_s, cpu_s):
             "images_per_s": round(images / wall_s, 3) if wall_s else None,
             "host_cpu_s_per_image": round(cpu_s / images, 6) if images else None,
             "device_cycles_per_image": round(s["device_cycles"] / on_device)
-            if on_device and s["device_cycles"] else None}
+            if on_device and s["device_cycles"] else None,
+            "resized_on_device": s["device_resized"]}
 
 
 def cmd_stream(args):
@@ -104,17 +160,24 @@ def cmd_stream(args):
             raise ValueError(f"no such file or folder: {missing[0]}")
     if args.transform and not args.size:
         raise ValueError(f"--transform {args.transform} needs --size (the crop's side)")
-    loader = JpegBatches(source, args.batch, size=args.size or None, layout=args.layout,
+    transform, size, eval_resize = args.transform, args.size or None, None
+    if args.resize or args.crop:
+        # (a batch needs one shape: the resize comes with its centre crop)
+        if not (args.resize and args.crop) or args.transform:
+            raise ValueError("--resize N and --crop C go together, without --transform")
+        transform, size, eval_resize = "eval", args.crop, args.resize
+    loader = JpegBatches(source, args.batch, size=size, layout=args.layout,
                          device=args.device, upsample=args.upsample,
-                         progress=args.progress and not args.json, transform=args.transform,
-                         seed=args.seed)
+                         progress=args.progress and not args.json, transform=transform,
+                         seed=args.seed, eval_resize=eval_resize)
     wall, cpu = time.perf_counter(), time.process_time()
     shapes = set()
     for batch in loader:
         shapes.add(tuple(batch.images.shape[1:]))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    report = {"device": args.device, "batch": args.batch, "size": args.size,
-              "layout": args.layout, "transform": args.transform} \
+    report = {"device": args.device, "batch": args.batch, "size": size,
+              "layout": args.layout, "transform": transform, "resize": args.resize,
+              "crop": args.crop} \
         | stream_report(loader, wall, cpu)
     report["errors"] = [{"file": name, "error": why} for name, why in loader.errors]
     if args.json:
@@ -140,7 +203,20 @@ def add_runtime_commands(sub):
     decode.add_argument("files", nargs="+", metavar="FILE")
     decode.add_argument("--device", default="sim", help=DEVICE_HELP)
     decode.add_argument("--upsample", choices=("fancy", "fast"), default="fancy")
-    decode.add_argument("--out", default=None, help="write <file stem>.npy here")
+    decode.add_argument("--out", default=None, help="write <file stem>.npy (or .png) here")
+    decode.add_argument("--format", choices=("npy", "png"), default="npy")
+    decode.add_argument("--resize", type=int, default=None, metavar="N",
+                        help="the shorter side to N (torchvision's Resize(N): Pillow's "
+                             "bilinear resize, bit-exact)")
+    decode.add_argument("--crop", type=int, default=None, metavar="C",
+                        help="then the centre CxC (torchvision's CenterCrop(C))")
+    decode.add_argument("--transform", choices=("eval", "train"), default=None,
+                        help="torchvision's pipelines: eval = Resize(256), CenterCrop(224); "
+                             "train = RandomResizedCrop(224) and the flip (--size, --seed)")
+    decode.add_argument("--size", type=int, default=None,
+                        help="the --transform's output side (224)")
+    decode.add_argument("--seed", type=int, default=0, help="the train draws' seed")
+    decode.add_argument("--epoch", type=int, default=0, help="the train draws' epoch")
     decode.add_argument("--json", action="store_true")
     decode.set_defaults(func=cmd_decode)
 
@@ -179,7 +255,12 @@ def add_runtime_commands(sub):
                         help="torchvision's pipeline instead of the plain resize, bit-exact to "
                              "torchvision on Pillow: eval = Resize(SIZE*8/7) and "
                              "CenterCrop(SIZE); train = RandomResizedCrop(SIZE) and the flip "
-                             "(on the host CPU for now)")
+                             "(cropped and resized by the device's cores where they can)")
+    stream.add_argument("--resize", type=int, default=None, metavar="N",
+                        help="the shorter side to N, then the centre --crop (torchvision's "
+                             "Resize(N), CenterCrop(C): the eval transform with these sizes)")
+    stream.add_argument("--crop", type=int, default=None, metavar="C",
+                        help="with --resize: the centre CxC")
     stream.add_argument("--seed", type=int, default=0, help="train: the draws' seed")
     stream.add_argument("--progress", action="store_true", help="a progress bar on stderr")
     stream.add_argument("--json", action="store_true")

@@ -52,10 +52,14 @@ def _reference(named):
             for _, data in named]
 
 
-def _run(device, named, expected):
-    """Decode ``named`` on ``device``; returns (the device's span in cycles, replies, wall
-    seconds, mismatches)."""
-    jobs = [(name, data, False) for name, data in named]
+def _run(device, named, expected, resizes=None):
+    """Decode ``named`` on ``device`` (each with its Resize of ``resizes``, if given);
+    returns (the device's span in cycles, replies, wall seconds, mismatches)."""
+    if resizes is None:
+        jobs = [(name, data, False) for name, data in named]
+    else:
+        jobs = [(name, data, False, (r.box[2], r.box[3]), r)
+                for (name, data), r in zip(named, resizes)]
     device.open_span()
     began = time.perf_counter()
     replies = list(device.decode_jpegs(iter(jobs)))
@@ -67,6 +71,18 @@ def _run(device, named, expected):
                 or not np.array_equal(reply.pixels, want):
             bad.append(f"{name}: {reply.status.name} {reply.error or 'pixels differ'}")
     return cycles, replies, wall, bad
+
+
+def _with_transform(device, named, expected, transform):
+    """The files again through ``transform`` ("eval": Resize(256), CenterCrop(224)) on the
+    device: (span cycles, replies, mismatches against Pillow)."""
+    from .transforms import eval_request
+    if transform != "eval":
+        raise ValueError(f"bench device takes --transform eval, not {transform!r}")
+    resizes = [eval_request(want.shape[1], want.shape[0]) for want in expected]
+    wanted = [r.apply(want) for r, want in zip(resizes, expected)]
+    cycles, replies, _, bad = _run(device, named, wanted, resizes)
+    return cycles, replies, bad
 
 
 def _cpu_rate(named, repeat=3):
@@ -86,8 +102,10 @@ def _cpu_rate(named, repeat=3):
 
 
 def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes=None,
-                 conv=False, reference=True, **board):
-    """The figures as a dict (see the module docstring); ``conv``: the board with the engine.
+                 conv=False, reference=True, transform=None, **board):
+    """The figures as a dict (see the module docstring); ``conv``: the board with the engine;
+    ``transform="eval"``: the same files again through torchvision's eval pipeline on the
+    cores' resamplers, and the device's input pixels per clock then beside without.
     Builds the simulated boards it needs (minutes the first time)."""
     from .board import Board
     from ..sim.sim_board import DEFAULTS
@@ -107,6 +125,8 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
     with Board.simulated("sim", cores=cores, link_bytes=link_bytes, conv=conv,
                          **board) as device:
         cycles, replies, wall, bad = _run(device, named, expected)
+        if transform is not None:
+            resized = _with_transform(device, named, expected, transform)
         info = device.info()
     failures += [f"device: {b}" for b in bad]
     report |= {"device_cycles": cycles, "pixels_per_clock": pixels / cycles,
@@ -148,6 +168,20 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
                      "been measured, the ECP5 clock is the decoder core's out-of-context "
                      "Fmax")
     report["worth"] = worth
+    if transform is not None:
+        r_cycles, r_replies, r_bad = resized
+        failures += [f"device, {transform}: {b}" for b in r_bad]
+        report["transform"] = {
+            "transform": transform,
+            "device_cycles": r_cycles,
+            "input_pixels_per_clock": pixels / r_cycles,
+            "keep_pace": (pixels / r_cycles) / report["pixels_per_clock"],
+            "resized_on_device": sum(r.resized == "device" for r in r_replies),
+            "checked": "every image equal to Pillow's resize and crop of libjpeg-turbo's "
+                       "decode (torchvision's pipeline on Pillow), in this run",
+            "what": "the same files again, each cropped and resized by the cores' "
+                    "resamplers; keep_pace is the input pixels per clock with them over "
+                    "without (target 0.95)"}
     report["files"] = rows
     report["failures"] = failures
     report["ok"] = not failures
@@ -172,6 +206,12 @@ def print_table(report, out):
         lines.append(f"at {w['clock_mhz']:g} MHz: {w['megapixels_per_second']:.0f} MP/s, "
                      f"{w['imagenet_images_per_second']:.0f} ImageNet-size images/s, "
                      f"{w['cpu_cores_replaced']:.2f} CPU cores")
+    if "transform" in report:
+        t = report["transform"]
+        lines.append(f"with {t['transform']} resizing on the cores: "
+                     f"{t['input_pixels_per_clock']:.3f} input pixels/clock, "
+                     f"{t['keep_pace']:.3f} of the rate without "
+                     f"({t['resized_on_device']} resized on the device)")
     lines.append(f"simulator: {report['simulated_cycles_per_second'] / 1e6:.2f} M cycles/s, "
                  f"{report['decoded_megapixels_per_wall_second']:.2f} decoded MP per wall "
                  f"second")
@@ -185,7 +225,8 @@ def main(args):
     import sys
     report = bench_device(args.files or None, corpus=args.corpus or "photos", limit=args.limit,
                           cores=args.cores, link_bytes=args.link_bytes, conv=args.conv,
-                          reference=not args.no_reference)
+                          reference=not args.no_reference,
+                          transform=getattr(args, "transform", None))
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -41,7 +41,8 @@ class DecodeResult:
 
     def as_dict(self):
         return {"file": self.name, "status": self.status, "width": self.width,
-                "height": self.height, "cycles": self.cycles, "error": self.error}
+                "height": self.height, "cycles": self.cycles, "error": self.error,
+                "resized": self.resized}
 
 
 class _Key(NamedTuple):

@@ -127,6 +127,45 @@ def test_decode_on_the_cpu(tmp_path, capsys):
     assert line.startswith("ok") and "37x41" in line
 
 
+def test_decode_with_resize_and_crop(tmp_path, capsys):
+    """`--resize N --crop C`: torchvision's Resize then CenterCrop, Pillow's pixels, done by
+    the simulated board's resamplers (the CPU's Pillow gives the same); `--transform train`
+    likewise with its seeded draws; PNGs out."""
+    files = _files(tmp_path / "in")
+    photos = [str(files[name][0]) for name in ("astronaut420", "coffee444", "progressive")]
+    for device in ("sim", "cpu"):
+        out = tmp_path / device
+        assert main(["decode", "--device", device, "--json", "--resize", "40", "--crop", "32",
+                     "--format", "png", "--out", str(out), *photos]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert [(r["width"], r["height"]) for r in report["files"]] == [(32, 32)] * 3
+        assert [r["resized"] for r in report["files"]] == \
+            (["device", "device", "host"] if device == "sim" else ["host"] * 3)
+        for path in photos:
+            with Image.open(path) as im:
+                im = im.convert("RGB")
+                w, h = im.size
+                size = (40, int(40 * h / w)) if w <= h else (int(40 * w / h), 40)
+                im = im.resize(size, Image.Resampling.BILINEAR)
+                left, top = int(round((size[0] - 32) / 2)), int(round((size[1] - 32) / 2))
+                want = np.asarray(im.crop((left, top, left + 32, top + 32)))
+            with Image.open(out / f"{Path(path).stem}.png") as got:
+                assert np.array_equal(np.asarray(got), want), (device, path)
+        assert main(["decode", "--device", device, "--transform", "train", "--size", "24",
+                     "--seed", "3", "--out", str(out), *photos[:2]]) == 0
+        capsys.readouterr()
+    for name in ("astronaut420", "coffee444"):
+        assert np.array_equal(np.load(tmp_path / "sim" / f"{name}-train3.npy"),
+                              np.load(tmp_path / "cpu" / f"{name}-train3.npy"))
+    # a crop larger than the resized image: that file's error, the others fine
+    assert main(["decode", "--device", "cpu", "--resize", "30", "--crop", "36", "--json",
+                 photos[0]]) == 1
+    assert "window" in json.loads(capsys.readouterr().out)["files"][0]["error"]
+    assert main(["decode", "--device", "cpu", "--transform", "eval", "--crop", "3",
+                 photos[0]]) == 2
+    assert "not with --resize/--crop" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["decode", "stream", "conv"])
 def test_nothing_listening_is_a_clear_error(tmp_path, command):
     files = _files(tmp_path)
@@ -235,6 +274,14 @@ def test_stream_with_torchvision_transforms(tmp_path, capsys):
     assert main(["stream", "--device", "cpu", "--images", str(data), "--size", "0",
                  "--transform", "eval"]) == 2
     assert "--transform eval needs --size" in capsys.readouterr().err
+    # --resize N --crop C: the eval pipeline at those sizes, resized by the board's cores
+    code, report, _ = _stream(capsys, "--device", "sim", "--images", str(data), "--batch", "3",
+                              "--resize", "30", "--crop", "24")
+    assert code == 1 and report["transform"] == "eval" and report["size"] == 24
+    assert (report["images"], report["ok"], report["fallback"]) == (4, 3, 1)
+    assert report["resized_on_device"] == 3
+    assert main(["stream", "--device", "cpu", "--images", str(data), "--resize", "30"]) == 2
+    assert "--resize N and --crop C go together" in capsys.readouterr().err
 
 
 # ---- a board started by hand ---------------------------------------------------------------------

@@ -182,13 +182,14 @@ class JpegCore(wiring.Component):
                     m.d.comb += parser.result.ready.eq(1)
                     m.d.sync += status.eq(parser.result.payload.status)
                     m.next = "TRAILER"
-                with m.Elif(resizing):
-                    m.d.comb += [path.active.eq(1),
-                                 self.o.valid.eq(path.o.valid), path.o.ready.eq(self.o.ready),
-                                 o.kind.eq(OutputKind.PIXELS), o.data.eq(path.o.payload.pixel),
-                                 o.count.eq(1)]
-                    with m.If(path.done):
-                        m.next = "RESULT"
+                if self.resample_taps:
+                    with m.Elif(resizing):
+                        m.d.comb += [path.active.eq(1), self.o.valid.eq(path.o.valid),
+                                     path.o.ready.eq(self.o.ready),
+                                     o.kind.eq(OutputKind.PIXELS),
+                                     o.data.eq(path.o.payload.pixel), o.count.eq(1)]
+                        with m.If(path.done):
+                            m.next = "RESULT"
                 with m.Else():
                     m.d.comb += [self.o.valid.eq(raster.o.valid), raster.o.ready.eq(self.o.ready),
                                  o.kind.eq(OutputKind.PIXELS), o.data.eq(raster.o.payload.rgb),
