@@ -72,8 +72,8 @@ def cmd_decode(args):
         for r in results:
             if r.pixels is None:
                 continue
-            stem = Path(r.name).stem + (f"-{args.transform}{args.seed}"
-                                        if args.transform == "train" else "")
+            stem = Path(r.name).stem + (f"-train{args.seed}" if args.transform == "train"
+                                        else "-eval" if args.transform == "eval" else "")
             if args.format == "png":
                 from PIL import Image
                 Image.fromarray(r.pixels).save(out / f"{stem}.png")

@@ -77,8 +77,6 @@ def _with_transform(device, named, expected, transform):
     """The files again through ``transform`` ("eval": Resize(256), CenterCrop(224)) on the
     device: (span cycles, replies, mismatches against Pillow)."""
     from .transforms import eval_request
-    if transform != "eval":
-        raise ValueError(f"bench device takes --transform eval, not {transform!r}")
     resizes = [eval_request(want.shape[1], want.shape[0]) for want in expected]
     wanted = [r.apply(want) for r, want in zip(resizes, expected)]
     cycles, replies, _, bad = _run(device, named, wanted, resizes)
@@ -109,6 +107,8 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
     Builds the simulated boards it needs (minutes the first time)."""
     from .board import Board
     from ..sim.sim_board import DEFAULTS
+    if transform not in (None, "eval"):
+        raise ValueError(f"bench device takes --transform eval, not {transform!r}")
     cores = DEFAULTS["cores"] if cores is None else cores
     link_bytes = DEFAULTS["link_bytes"] if link_bytes is None else link_bytes
     named = _files(files, corpus, limit)

@@ -54,3 +54,20 @@ def test_device_figures_and_a_wrong_image_named(tmp_path, monkeypatch):
     assert worth["cpu_cores_replaced"] == pytest.approx(
         worth["megapixels_per_second"]
         / report["cpu"]["libjpeg_turbo_megapixels_per_second_one_core"])
+
+
+def test_the_eval_transform_on_the_cores(tmp_path):
+    """``transform="eval"``: the files again, each resized and cropped by the cores'
+    resamplers (upscaled here: photos under 256), every image checked against Pillow, and
+    the device's input pixels per clock set beside its rate without."""
+    paths = _photos(tmp_path)
+    report = bench.bench_device([str(p) for p in paths], reference=False, conv=True,
+                                transform="eval")
+    assert report["ok"], report["failures"]
+    t = report["transform"]
+    assert t["resized_on_device"] == 3 and t["device_cycles"] > 0
+    assert t["input_pixels_per_clock"] == pytest.approx(report["pixels"] / t["device_cycles"])
+    assert t["keep_pace"] == pytest.approx(t["input_pixels_per_clock"]
+                                           / report["pixels_per_clock"])
+    with pytest.raises(ValueError, match="takes --transform eval, not .train."):
+        bench.bench_device([str(paths[0])], reference=False, conv=True, transform="train")
