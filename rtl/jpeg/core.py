@@ -162,10 +162,12 @@ class JpegCore(wiring.Component):
                     m.d.comb += parser.result.ready.eq(1)
                     m.d.sync += status.eq(parser.result.payload.status)
                     m.next = "HEADER_ONLY"
-            for state, after in (("HEADER", "START"), ("HEADER_ONLY", "TRAILER")):
+            # (a file that fails before its scan, or whose request is refused: a zero size)
+            for state, after, width, height in (("HEADER", "START", out_width, out_height),
+                                                ("HEADER_ONLY", "TRAILER", 0, 0)):
                 with m.State(state):
                     m.d.comb += [self.o.valid.eq(1), o.kind.eq(OutputKind.HEADER),
-                                 header.width.eq(out_width), header.height.eq(out_height),
+                                 header.width.eq(width), header.height.eq(height),
                                  header.components.eq(frame.components), header.h.eq(frame.h),
                                  header.v.eq(frame.v), header.fast.eq(fast)]
                     with m.If(self.o.ready):
