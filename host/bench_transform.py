@@ -71,7 +71,7 @@ def bench_transform(files=None, transform="eval", device="sim:dma", size=224, re
     and the JSON counts the tables made and kept during the measured batches."""
     from .decode_service import DecoderService
     from .loader import train_generator
-    from .resize_request import _axis
+    from .resize_request import table_cache
     from .transforms import eval_request, train_request
     paths = [Path(f) for f in (files or imagenet_files())]
     missing = [p for p in paths if not p.is_file()]
@@ -123,7 +123,7 @@ def bench_transform(files=None, transform="eval", device="sim:dma", size=224, re
         flips.clear()
         gc.collect()
         cpus, walls, statuses, mismatches, on_device = [], [], [], 0, 0
-        tables = _axis.cache_info()
+        tables = table_cache()
         for b in range(batches):
             epoch[0] = b
             want = [apply(decoded[k % len(datas)], names[k], b) for k in range(images)]
@@ -138,7 +138,7 @@ def bench_transform(files=None, transform="eval", device="sim:dma", size=224, re
             mismatches += sum(s != "ok" or not np.array_equal(x, want[k])
                               for k, (s, x, _) in enumerate(out))
             del out, want
-        after = _axis.cache_info()
+        after = table_cache()
         info = service.device.info()
     per_image = sorted(c / images for c in cpus)
     host = per_image[len(per_image) // 2]

@@ -19,7 +19,7 @@ from ..rtl.resample.request import pack_request, table_bytes
 from ..rtl.resample.row_resampler import row_arrays
 from ..sim.resample_model import Coefficients, coefficients, vertical_first
 
-__all__ = ["Resize"]
+__all__ = ["Resize", "table_cache"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,8 @@ def _axis(in_size, out_size, start, stop, filter, taps, arrays):
     lo, hi = int(first.min()), int((first + count).max())
     table = arrays(Coefficients(first - lo, count, c.weights[start:stop]), taps)
     return lo, hi, table_bytes(*table)
+
+
+def table_cache():
+    """The per-size table cache's counts (``functools`` ``CacheInfo``: hits, misses, ...)."""
+    return _axis.cache_info()
