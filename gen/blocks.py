@@ -274,17 +274,6 @@ def _link_block():
     )
 
 
-def _bench_jobs(taps, width=96, height=72):
-    """Crops of the whole bench image shrunk by 1 to 8 (those ``taps`` allow: bilinear by f
-    needs 2 ceil(f) + 1)."""
-    jobs = []
-    for factor in (1, 1.5, 2, 3, 4, 6, 8):
-        if 2 * -(-factor // 1) + 1 <= taps:
-            jobs.append([[0, 0, width, height],
-                         [max(1, round(width / factor)), max(1, round(height / factor))]])
-    return jobs
-
-
 def _resample_block():
     from dlforge.rtl.resample.resampler import Resampler
 
@@ -315,7 +304,8 @@ def _resample_block():
         testbench="dlforge.sim.tb_resample",
         tb_params=tb_params,
         regression=({"taps": 7, "max_columns": 128, "max_rows": 128},),
-        bench=("crop_then_resize", {"width": 96, "height": 72, "jobs": _bench_jobs(7),
+        bench=("crop_then_resize", {"width": 96, "height": 72,
+                                    "factors": [1, 1.5, 2, 3, 4, 6, 8],
                                     "valid_prob": 1.0, "ready_prob": 1.0}),
     )
 

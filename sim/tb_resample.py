@@ -3,7 +3,8 @@ against the golden model (sim/resample_model.py, bit-exact to Pillow 13).
 
 Parameters arrive as JSON in DLFORGE_TB_PARAMS: taps, width and height of the input image (a
 crop of scikit-image's astronaut), jobs (a list of [[left, top, right, bottom], [out_w,
-out_h]]), valid_prob and ready_prob, seed.  Each job streams the image until the last output
+out_h]]) or factors (the whole image shrunk by each that the taps allow), valid_prob and
+ready_prob, seed.  Each job streams the image until the last output
 pixel (the rows below the crop are not sent); the testbench loads both passes' tables, the
 box and the sizes, pulses ``restart``, and records each job's clocks, from its first input
 pixel to its last output pixel, and the crop's and the output's pixels per clock
@@ -28,6 +29,10 @@ PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
 TAPS = int(PARAMS.get("taps", 7))
 WIDTH, HEIGHT = int(PARAMS.get("width", 48)), int(PARAMS.get("height", 36))
 JOBS = PARAMS.get("jobs", [[[4, 2, 44, 34], [17, 13]], [[0, 0, 48, 36], [48, 36]]])
+if "factors" in PARAMS:
+    # the whole image shrunk by each factor the taps allow (bilinear by f: 2 ceil(f) + 1)
+    JOBS = [[[0, 0, WIDTH, HEIGHT], [max(1, round(WIDTH / f)), max(1, round(HEIGHT / f))]]
+            for f in PARAMS["factors"] if 2 * -(-f // 1) + 1 <= TAPS]
 VALID, READY = float(PARAMS.get("valid_prob", 0.8)), float(PARAMS.get("ready_prob", 0.8))
 SEED = int(PARAMS.get("seed", 1))
 

@@ -189,3 +189,20 @@ def test_gen_conv_writes_verilog_and_manifest(tmp_path):
     names = {port["name"] for port in manifest["ports"]}
     assert {"i__payload", "o__payload", "cycles", "error_code"} <= names
     assert (tmp_path / f"{manifest['top']}.v").read_text().startswith("/*")
+
+
+def test_bench_resample_over_the_factors_its_taps_allow():
+    """`dlforge bench resample --taps 9`: the whole image shrunk by 1, 1.5, 2, 3 and 4 (6 and
+    8 need 13 and 17 taps), every output checked against the model, pixels per clock each."""
+    result = subprocess.run([*DLFORGE, "bench", "resample", "--taps", "9", "--max-columns",
+                             "128", "--max-rows", "128"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    jobs = report["jobs"]
+    assert [tuple(j["size"]) for j in jobs] == [(96, 72), (64, 48), (48, 36), (32, 24),
+                                                (24, 18)]
+    assert report["passed"] and report["checked"].startswith("bit-exact")
+    for job in jobs:
+        w, h = job["size"]
+        assert job["output_pixels_per_clock"] == pytest.approx(w * h / job["cycles"], abs=1e-4)
+        assert 0 < job["crop_pixels_per_clock"] <= 1
