@@ -58,6 +58,7 @@ def _run(device, named, expected, resizes=None):
     if resizes is None:
         jobs = [(name, data, False) for name, data in named]
     else:
+        # (each Resize's box is its whole image: eval_request)
         jobs = [(name, data, False, (r.box[2], r.box[3]), r)
                 for (name, data), r in zip(named, resizes)]
     device.open_span()

@@ -97,17 +97,15 @@ class RequestReader(wiring.Component):
                 with m.If(k == taps):
                     # the entry's last weight: write it
                     m.d.sync += [k.eq(0), index.eq(index + 1), floor.eq(need)]
-                    entry = {"need": need,
-                             "weights": [*weights, word[:24].as_signed()]}
                     with m.If(columns):
                         m.d.comb += [self.column_table_addr.eq(index),
                                      self.column_table_we.eq(1)]
                     with m.Else():
                         m.d.comb += [self.row_table_addr.eq(index), self.row_table_we.eq(1)]
                     for port in (self.row_table_data, self.column_table_data):
-                        m.d.comb += [port.need.eq(entry["need"])]
-                        m.d.comb += [port.weights[j].eq(v)
-                                     for j, v in enumerate(entry["weights"])]
+                        m.d.comb += port.need.eq(need)
+                        m.d.comb += [port.weights[j].eq(v) for j, v in
+                                     enumerate([*weights, word[:24].as_signed()])]
                     with m.If(index + 1 == entries):
                         m.d.sync += [index.eq(0), floor.eq(0), columns.eq(1)]
                         with m.If(columns):

@@ -12,8 +12,8 @@ loads both passes' tables (:func:`~.row_resampler.row_table`,
 ``restart``.  A pass whose size does not change runs with identity weights, which gives the
 pixels Pillow gives by skipping it.
 
-Not yet here (issue 18): the tables and parameters over the link, the resampler behind the
-decoder cores in the accelerator top, and more than one pixel a clock.
+Behind a decoder core (``rtl/jpeg/core.py``) the tables and sizes come from the file's resize
+request (``request_reader.py``).  Not yet here (issue 18): more than one pixel a clock.
 """
 
 from amaranth import Module, Signal, unsigned

@@ -13,8 +13,8 @@ the last one output ``x`` needs, else take an input" visits every input and outp
 once, in order: ``in_width + out_width`` clocks a row at most.  Rows are delimited by
 ``last`` on the input; the output marks its rows' last pixels too.
 
-Not yet here (issue 18): the vertical pass, the DCT-domain scaled IDCT, the link that
-carries the tables, and a rate of more than one pixel a clock.
+Not yet here (issue 18): a rate of more than one pixel a clock, and taking an input while an
+output is made.
 """
 
 import numpy as np
