@@ -14,9 +14,8 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image
 
-from ..rtl.resample.column_resampler import column_arrays
 from ..rtl.resample.request import pack_request, table_bytes
-from ..rtl.resample.row_resampler import row_arrays
+from ..rtl.resample.table import table_arrays
 from ..sim.resample_model import Coefficients, coefficients, vertical_first
 
 __all__ = ["Resize", "table_cache"]
@@ -83,8 +82,8 @@ class Resize:
             raise ValueError(f"empty crop or output ({crop_w}x{crop_h} -> {out_w}x{out_h})")
         order = vertical_first((0, 0, crop_w, crop_h), self.size, pillow)
         wl, wt, wr, wb = self.window or (0, 0, out_w, out_h)
-        x0, x1, across = _axis(crop_w, out_w, wl, wr, self.filter, taps, row_arrays)
-        y0, y1, down = _axis(crop_h, out_h, wt, wb, self.filter, taps, column_arrays)
+        x0, x1, across = _axis(crop_w, out_w, wl, wr, self.filter, taps)
+        y0, y1, down = _axis(crop_h, out_h, wt, wb, self.filter, taps)
         device_box = (left + x0, top + y0, left + x1, top + y1)
         if limits:
             most_w, most_h = limits
@@ -114,14 +113,14 @@ def _request(resize, taps, limits, pillow):
 
 
 @lru_cache(maxsize=4096)
-def _axis(in_size, out_size, start, stop, filter, taps, arrays):
+def _axis(in_size, out_size, start, stop, filter, taps):
     """One axis's table for outputs ``[start, stop)`` of an ``in_size`` -> ``out_size``
     resize: (first input read, one past the last, (needs, weights) from that input on).
     Kept per sizes: a training run's random crops come in a few hundred sizes per axis."""
     c = coefficients(in_size, out_size, filter=filter)
     first, count = c.first[start:stop], c.count[start:stop]
     lo, hi = int(first.min()), int((first + count).max())
-    table = arrays(Coefficients(first - lo, count, c.weights[start:stop]), taps)
+    table = table_arrays(Coefficients(first - lo, count, c.weights[start:stop]), taps)
     return lo, hi, table_bytes(*table)
 
 

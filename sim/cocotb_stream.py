@@ -50,11 +50,14 @@ async def reset(dut, cycles=2):
 
 
 async def stream_through(dut, beats_in, n_out, *, inp="i", out="o", valid_prob=1.0,
-                         ready_prob=1.0, rng=None, max_cycles=None, record_cycles=False):
-    """Send ``beats_in`` (ints) into stream ``inp``; collect ``n_out`` beats from ``out``.
+                         ready_prob=1.0, rng=None, max_cycles=None, record_cycles=False,
+                         done=None):
+    """Send ``beats_in`` (ints) into stream ``inp``; collect ``n_out`` beats from ``out``
+    (or, with ``done``, until ``done(beats collected)`` is true).
 
     ``ready_prob`` may be a function of the clock count, to script stalls.
     """
+    finished = done or (lambda got: len(got) >= n_out)
     rng = rng or random.Random(0)
     i_valid, i_ready, i_payload = (getattr(dut, f"{inp}__{s}") for s in ("valid", "ready", "payload"))
     o_valid, o_ready, o_payload = (getattr(dut, f"{out}__{s}") for s in ("valid", "ready", "payload"))
@@ -65,7 +68,7 @@ async def stream_through(dut, beats_in, n_out, *, inp="i", out="o", valid_prob=1
     sent = 0
     offering = False
     cycle = 0
-    while len(got) < n_out:
+    while not finished(got):
         if cycle >= max_cycles:
             raise TimeoutError(f"{len(got)} of {n_out} output beats after {cycle} clocks "
                                f"({sent} of {len(beats_in)} input beats taken)")

@@ -205,7 +205,7 @@ def apply_request(image, request, taps):
     crop = image[top:top + crop_h, left:left + crop_w].astype(np.int64)
 
     def horizontal(src):
-        # window slot j of output x holds input need - j
+        # weight j of output x multiplies input need - j
         index = rows[0][:, None] - np.arange(taps)[None, :]
         gathered = src[:, np.clip(index, 0, None)]              # (H, out, taps, C)
         weights = np.where(index >= 0, rows[1], 0)
@@ -213,9 +213,8 @@ def apply_request(image, request, taps):
         return np.clip((acc + (1 << (PRECISION_BITS - 1))) >> PRECISION_BITS, 0, 255)
 
     def vertical(src):
-        # line buffer b holds input row need - ((need - b) mod taps)
-        need = columns[0][:, None]
-        index = need - (need - np.arange(taps)[None, :]) % taps
+        # weight j of output row y multiplies input row need - j
+        index = columns[0][:, None] - np.arange(taps)[None, :]
         gathered = src[np.clip(index, 0, None)]                 # (out, taps, W, C)
         weights = np.where(index >= 0, columns[1], 0)
         acc = (gathered * weights[:, :, None, None]).sum(axis=1)

@@ -4,11 +4,11 @@ against the golden model (sim/resample_model.py, bit-exact to Pillow 13).
 Parameters arrive as JSON in DLFORGE_TB_PARAMS: taps, width and height of the input image (a
 crop of scikit-image's astronaut), jobs (a list of [[left, top, right, bottom], [out_w,
 out_h]]) or factors (the whole image shrunk by each that the taps allow), valid_prob and
-ready_prob, seed.  Each job streams the image until the last output
-pixel (the rows below the crop are not sent); the testbench loads both passes' tables, the
-box and the sizes, pulses ``restart``, and records each job's clocks, from its first input
-pixel to its last output pixel, and the crop's and the output's pixels per clock
-(``metrics.json``).
+ready_prob, seed.  Each job streams the image as the raster stage does (rows in beats of 4
+pixels) until the last output row (the rows below the crop are not sent); the testbench
+loads both passes' tables, the box and the sizes, pulses ``restart``, and records each job's
+clocks, from its first input beat to its last output beat, and the crop's and the output's
+pixels per clock (``metrics.json``).
 """
 
 import json
@@ -20,8 +20,8 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, RisingEdge
 
-from dlforge.rtl.resample.column_resampler import column_table
-from dlforge.rtl.resample.row_resampler import WEIGHT_BITS, row_table
+from dlforge.rtl.resample.beats import pack_beat, row_beats, unpack_beat
+from dlforge.rtl.resample.table import WEIGHT_BITS, table_entries
 from dlforge.sim.cocotb_stream import start, stream_through
 from dlforge.sim.resample_model import coefficients, crop_resize, vertical_first
 
@@ -59,23 +59,34 @@ async def load_table(dut, prefix, entries, need_bits):
     getattr(dut, f"{prefix}_we").value = 0
 
 
+def rows_out(height):
+    """``stream_through``'s ``done``: true once ``height`` beats with ``last`` are out."""
+    seen = [0, 0]                           # beats looked at, rows ended among them
+
+    def done(got):
+        for g in got[seen[0]:]:
+            seen[1] += unpack_beat(g)[1]
+        seen[0] = len(got)
+        return seen[1] >= height
+    return done
+
+
 @cocotb.test()
 async def crop_then_resize(dut):
     await start(dut, sources=("i",), sinks=("o",))
     rng = random.Random(SEED)
     pixels = image()
-    beats = [int(p[0]) | int(p[1]) << 8 | int(p[2]) << 16 | int((k + 1) % WIDTH == 0) << 24
-             for k, p in enumerate(pixels.reshape(-1, 3))]
+    beats = [pack_beat(run, last) for run, last in row_beats(pixels)]     # the raster's runs
     row_need_bits = len(dut.row_table_data) - TAPS * WEIGHT_BITS
     column_need_bits = len(dut.column_table_data) - TAPS * WEIGHT_BITS
     metrics = []
     for box, size in JOBS:
         left, top, right, bottom = box
         (out_w, out_h), (crop_w, crop_h) = size, (right - left, bottom - top)
-        await load_table(dut, "row_table", row_table(coefficients(crop_w, out_w), TAPS),
+        await load_table(dut, "row_table", table_entries(coefficients(crop_w, out_w), TAPS),
                          row_need_bits)
         await load_table(dut, "column_table",
-                         column_table(coefficients(crop_h, out_h), TAPS), column_need_bits)
+                         table_entries(coefficients(crop_h, out_h), TAPS), column_need_bits)
         await FallingEdge(dut.clk)
         for name, value in (("left", left), ("top", top), ("crop_width", crop_w),
                             ("crop_height", crop_h), ("out_width", out_w),
@@ -87,15 +98,22 @@ async def crop_then_resize(dut):
         await RisingEdge(dut.clk)
         await FallingEdge(dut.clk)
         dut.restart.value = 0
-        got, stats = await stream_through(dut, beats, out_w * out_h, valid_prob=VALID,
-                                          ready_prob=READY, rng=rng)
+        got, stats = await stream_through(
+            dut, beats, 0, valid_prob=VALID, ready_prob=READY, rng=rng,
+            done=rows_out(out_h))
         await FallingEdge(dut.clk)
         dut.i__valid.value = 0              # (the rows below the crop are not needed)
         dut.o__ready.value = 0
-        lasts = [(g >> 24) & 1 for g in got]
-        assert lasts == [int((k + 1) % out_w == 0) for k in range(len(got))], \
-            "row ends misplaced"
-        out = np.array([[g & 255, g >> 8 & 255, g >> 16 & 255] for g in got],
+        rows, row = [], []
+        for g in got:
+            run, last = unpack_beat(g)
+            assert 1 <= len(run) <= 4, f"a beat of {len(run)} pixels"
+            row += run
+            if last:
+                rows.append(row)
+                row = []
+        assert [len(r) for r in rows] == [out_w] * out_h, "row ends misplaced"
+        out = np.array([[g & 255, g >> 8 & 255, g >> 16 & 255] for r in rows for g in r],
                        np.uint8).reshape(out_h, out_w, 3)
         want = crop_resize(pixels, tuple(box), (out_w, out_h), pillow=13)
         bad = np.argwhere(out != want)

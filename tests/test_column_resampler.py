@@ -1,27 +1,33 @@
 """The resampler's vertical pass (``rtl/resample/column_resampler.py``) against the golden
 model (``sim/resample_model.py``, itself bit-exact to Pillow): images shrunk and stretched
-vertically, bilinear and bicubic, RGB, input and output stalling at random, two images in a
-row; and the table builder's buffer weights."""
+vertically, bilinear and bicubic, RGB, beats of random lengths, input and output stalling
+at random, two images in a row; and its rate: input rows keep coming while output rows are
+made."""
 
 import numpy as np
 import pytest
 import skimage.data
 from amaranth.sim import Simulator
 
-from dlforge.rtl.resample.column_resampler import ColumnResampler, column_table
+from dlforge.rtl.resample.column_resampler import ColumnResampler
+from dlforge.rtl.resample.table import table_entries
 from dlforge.sim.resample_model import _pass, coefficients
 
+from amaranth_streams import send_beats
+from resample_beats import collect_rows, image_payloads, rows_to_image
 
-def _run(images, out_height, filter="BILINEAR", seed=0):
-    """Each (H, W, 3) image of ``images`` (one size) through the gateware."""
+
+def _run(images, out_height, filter="BILINEAR", seed=0, stalls=True):
+    """Each (H, W, 3) image of ``images`` (one size) through the gateware: (outputs,
+    golden outputs, clocks from the first beat offered to the last row out)."""
     height, width = images[0].shape[:2]
     coeffs = coefficients(height, out_height, filter=filter)
     taps = max(3, int(coeffs.count.max()))
-    entries = column_table(coeffs, taps)
+    entries = table_entries(coeffs, taps)
     dut = ColumnResampler(max_columns=64, max_rows=64, taps=taps, channels=3)
     rng = np.random.default_rng(seed)
-    got = []
-    total = len(images) * out_height * width
+    rows = []
+    clocks = [0, 0]
 
     async def feed(ctx):
         for addr, (need, weights) in enumerate(entries):
@@ -34,64 +40,58 @@ def _run(images, out_height, filter="BILINEAR", seed=0):
         ctx.set(dut.out_height, out_height)
         for n, image in enumerate(images):
             if n:                                         # the previous image is out first
-                await ctx.tick().until(dut.o.valid == 0)
-                while len(got) < n * out_height * width:
+                while len(rows) < n * out_height or len(rows[-1]) < width:
                     await ctx.tick()
                 ctx.set(dut.restart, 1)
                 await ctx.tick()
                 ctx.set(dut.restart, 0)
-            for k, p in enumerate(image.reshape(-1, 3)):
-                while rng.random() < 0.3:
-                    ctx.set(dut.i.valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.i.valid, 1)
-                ctx.set(dut.i.payload, {"pixel": int(p[0]) | int(p[1]) << 8 | int(p[2]) << 16,
-                                        "last": (k + 1) % width == 0})
-                await ctx.tick().until(dut.i.ready)
-            ctx.set(dut.i.valid, 0)
+            clocks[0] = clocks[0] or ticks
+            await send_beats(ctx, dut.i, image_payloads(image, rng if stalls else None),
+                             rng if stalls else None, gap_prob=0.3)
+
+    ticks = 0
+
+    async def clock(ctx):
+        nonlocal ticks
+        while True:
+            await ctx.tick()
+            ticks += 1
+            if not clocks[1] and len(rows) == len(images) * out_height \
+                    and len(rows[-1]) == width:
+                clocks[1] = ticks
 
     async def drain(ctx):
-        while len(got) < total:
-            ctx.set(dut.o.ready, int(rng.random() < 0.7))
-            await ctx.tick()
-
-    async def watch(ctx):
-        async for _, _, valid, ready, payload in ctx.tick().sample(dut.o.valid, dut.o.ready,
-                                                                   dut.o.payload):
-            if valid and ready:
-                got.append((payload.pixel, payload.last))
-            if len(got) >= total:
-                return
+        await collect_rows(ctx, dut.o, rows, rng, 0.7 if stalls else 1.0)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(feed)
-    sim.add_testbench(drain)
-    sim.add_process(watch)
+    sim.add_testbench(drain, background=True)
+    sim.add_testbench(clock, background=True)
     sim.run_until(1e-6 * (len(entries) + 8 * len(images) * (height + out_height) * width
                           + 1000))
-    assert len(got) == total, "the pass stopped"
-    assert [last for _, last in got] == [(k + 1) % width == 0 for k in range(total)]
-    values = np.array([[v & 255, v >> 8 & 255, v >> 16 & 255] for v, _ in got], np.uint8)
-    return values.reshape(len(images), out_height, width, 3), \
-        [_pass(image, 0, coeffs) for image in images]
+    assert len(rows) == len(images) * out_height, "the pass stopped"
+    got = rows_to_image(rows, width).reshape(len(images), out_height, width, 3)
+    return got, [_pass(image, 0, coeffs) for image in images], clocks[1] - clocks[0]
 
 
 @pytest.mark.parametrize("filter", ["BILINEAR", "BICUBIC"])
-@pytest.mark.parametrize("height,out_height", [(30, 13), (11, 11), (9, 23), (17, 2)])
-def test_images_match_the_golden_model(height, out_height, filter):
+@pytest.mark.parametrize("height,out_height,width", [(30, 13, 6), (11, 11, 9), (9, 23, 5),
+                                                     (17, 2, 7), (4, 1, 1)])
+def test_images_match_the_golden_model(height, out_height, width, filter):
     photo = skimage.data.astronaut()
-    images = [np.ascontiguousarray(photo[60 + 40 * n:60 + 40 * n + height, 200:206])
+    images = [np.ascontiguousarray(photo[60 + 40 * n:60 + 40 * n + height, 200:200 + width])
               for n in range(2)]
-    got, want = _run(images, out_height, filter, seed=height)
+    got, want, _ = _run(images, out_height, filter, seed=height)
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
 
 
-def test_buffer_weights_follow_the_rows_they_hold():
-    entries = column_table(coefficients(20, 7), taps=9)
-    for need, weights in entries:
-        assert sum(weights) in range((1 << 22) - 9, (1 << 22) + 10)
-        assert weights[(need + 1) % 9] == 0       # that buffer holds row need - 8: no tap
-    with pytest.raises(ValueError, match="needs"):
-        column_table(coefficients(100, 10), taps=9)
+@pytest.mark.parametrize("height,out_height", [(24, 24), (24, 16), (24, 9)])
+def test_rows_come_in_while_rows_go_out(height, out_height):
+    """A row of 32 pixels is 8 beats: shrinking or copying 24 rows takes about 24 x 8
+    clocks, not the (24 + out rows) x 8 of a pass that alternates."""
+    image = np.ascontiguousarray(skimage.data.astronaut()[100:100 + height, 300:332])
+    got, want, clocks = _run([image], out_height, stalls=False)
+    assert np.array_equal(got[0], want[0])
+    assert clocks <= height * 9 + 3 * 9 + 10, clocks

@@ -21,7 +21,7 @@ def test_layout():
                          2 | 1 << 16)
     signed = np.array(words[5:], np.uint32).view(np.int32).tolist()
     assert signed == [1, 10, -20, 0, 2, 30, 40, 50, 4, -1, 2, 3]
-    assert request[:4] == b"RSZ1"
+    assert request[:4] == b"RSZ2"
 
 
 def test_sizes_are_checked():

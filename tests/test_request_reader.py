@@ -12,8 +12,7 @@ from amaranth.sim import Simulator
 from dlforge.host.resize_request import Resize
 from dlforge.rtl.resample.request_reader import RequestReader
 from dlforge.rtl.resample.resampler import Resampler
-from dlforge.rtl.resample.column_resampler import column_table
-from dlforge.rtl.resample.row_resampler import row_table
+from dlforge.rtl.resample.table import table_entries
 from dlforge.sim.resample_model import coefficients
 
 TAPS = 5
@@ -75,8 +74,8 @@ def test_a_request_fills_the_tables():
     assert got["bad"] is None
     assert got["complete"] == 5 + (1 + TAPS) * (20 + 12) - 1
     assert got["sizes"] == (3, 2, 40, 28, 20, 12, 0)
-    rows = row_table(coefficients(40, 20), TAPS)
-    columns = column_table(coefficients(28, 12), TAPS)
+    rows = table_entries(coefficients(40, 20), TAPS)
+    columns = table_entries(coefficients(28, 12), TAPS)
     assert [got["rows"][k] for k in range(20)] == [(n, w) for n, w in rows]
     assert [got["columns"][k] for k in range(12)] == [(n, w) for n, w in columns]
 

@@ -8,10 +8,12 @@ import skimage.data
 from amaranth.sim import Simulator
 from PIL import Image
 
-from dlforge.rtl.resample.column_resampler import column_table
 from dlforge.rtl.resample.resampler import Resampler
-from dlforge.rtl.resample.row_resampler import row_table
+from dlforge.rtl.resample.table import table_entries
 from dlforge.sim.resample_model import coefficients, crop_resize, vertical_first
+
+from amaranth_streams import send_beats
+from resample_beats import collect_rows, image_payloads, rows_to_image
 
 TAPS = 9
 
@@ -21,26 +23,25 @@ def _run(image, jobs, seed=0):
     height, width = image.shape[:2]
     dut = Resampler(max_columns=64, max_rows=64, taps=TAPS)
     rng = np.random.default_rng(seed)
-    outputs = [[] for _ in jobs]
-    current = [0]
+    rows = []                       # every job's output rows, one after the other
 
     async def host(ctx):
         for n, (box, size) in enumerate(jobs):
             left, top, right, bottom = box
             (out_w, out_h), (crop_w, crop_h) = size, (right - left, bottom - top)
             if n:
-                while len(outputs[n - 1]) < out_w_prev * out_h_prev:
+                while len(rows) < done_rows or len(rows[-1]) < out_w_prev:
                     await ctx.tick()
-            current[0] = n
-            for addr, (need, weights) in enumerate(row_table(coefficients(crop_w, out_w),
-                                                             TAPS)):
+            done_rows = sum(h for _, (_, h) in jobs[:n + 1])
+            across = table_entries(coefficients(crop_w, out_w), TAPS)
+            down = table_entries(coefficients(crop_h, out_h), TAPS)
+            for addr, (need, weights) in enumerate(across):
                 ctx.set(dut.row_table_addr, addr)
                 ctx.set(dut.row_table_data, {"need": need, "weights": weights})
                 ctx.set(dut.row_table_we, 1)
                 await ctx.tick()
             ctx.set(dut.row_table_we, 0)
-            for addr, (need, weights) in enumerate(column_table(coefficients(crop_h, out_h),
-                                                                TAPS)):
+            for addr, (need, weights) in enumerate(down):
                 ctx.set(dut.column_table_addr, addr)
                 ctx.set(dut.column_table_data, {"need": need, "weights": weights})
                 ctx.set(dut.column_table_we, 1)
@@ -54,44 +55,24 @@ def _run(image, jobs, seed=0):
             ctx.set(dut.restart, 1)
             await ctx.tick()
             ctx.set(dut.restart, 0)
-            for k, p in enumerate(image.reshape(-1, 3)):
-                while rng.random() < 0.2:
-                    ctx.set(dut.i.valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.i.valid, 1)
-                ctx.set(dut.i.payload, {"pixel": int(p[0]) | int(p[1]) << 8 | int(p[2]) << 16,
-                                        "last": (k + 1) % width == 0})
-                await ctx.tick().until(dut.i.ready)
-            ctx.set(dut.i.valid, 0)
+            # beats of random lengths for the first job, the raster's runs of 4 after
+            await send_beats(ctx, dut.i, image_payloads(image, rng if n == 0 else None),
+                             rng, gap_prob=0.2)
             out_w_prev, out_h_prev = out_w, out_h
 
-    total = sum(w * h for _, (w, h) in jobs)
-
     async def drain(ctx):
-        while sum(map(len, outputs)) < total:
-            ctx.set(dut.o.ready, int(rng.random() < 0.75))
-            await ctx.tick()
-
-    async def watch(ctx):
-        async for _, _, valid, ready, payload in ctx.tick().sample(dut.o.valid, dut.o.ready,
-                                                                   dut.o.payload):
-            if valid and ready:
-                outputs[current[0]].append((payload.pixel, payload.last))
-            if sum(map(len, outputs)) >= total:
-                return
+        await collect_rows(ctx, dut.o, rows, rng, 0.75)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(host)
-    sim.add_testbench(drain)
-    sim.add_process(watch)
+    sim.add_testbench(drain, background=True)
     sim.run_until(1e-6 * 20 * len(jobs) * (height * width + 2000))
-    results = []
-    for (box, (w, h)), got in zip(jobs, outputs):
-        assert len(got) == w * h, "the resampler stopped"
-        assert [last for _, last in got] == [(k + 1) % w == 0 for k in range(w * h)]
-        results.append(np.array([[v & 255, v >> 8 & 255, v >> 16 & 255] for v, _ in got],
-                                np.uint8).reshape(h, w, 3))
+    results, at = [], 0
+    for box, (w, h) in jobs:
+        assert len(rows) >= at + h, "the resampler stopped"
+        results.append(rows_to_image(rows[at:at + h], w))
+        at += h
     return results
 
 

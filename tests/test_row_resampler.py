@@ -1,29 +1,33 @@
 """The resampler's horizontal pass (``rtl/resample/row_resampler.py``) against the golden
-model (``sim/resample_model.py``, itself bit-exact to Pillow): rows shrunk and stretched,
-bilinear and bicubic (negative weights), RGB, with the input and the output stalling at
-random; and the table builder's checks."""
+model (``sim/resample_model.py``, itself bit-exact to Pillow): rows shrunk, copied and
+stretched, bilinear and bicubic (negative weights), RGB, beats of random lengths, with the
+input and the output stalling at random; and its rate: a beat a clock when nothing
+stalls."""
 
 import numpy as np
 import pytest
 import skimage.data
 from amaranth.sim import Simulator
 
-from dlforge.rtl.resample.row_resampler import RowResampler, row_table
+from dlforge.rtl.resample.row_resampler import RowResampler
+from dlforge.rtl.resample.table import table_entries
 from dlforge.sim.resample_model import _pass, coefficients
 
+from amaranth_streams import send_beats
+from resample_beats import collect_rows, image_payloads, rows_to_image
 
-def _run(image, out_width, filter="BILINEAR", taps=7, seed=0):
-    """Rows of ``image`` (H, W, 3) through the gateware; the output rows as an array."""
+
+def _run(image, out_width, filter="BILINEAR", taps=7, seed=0, stalls=True):
+    """Rows of ``image`` (H, W, 3) through the gateware: (output, golden, clocks)."""
     height, width = image.shape[:2]
     coeffs = coefficients(width, out_width, filter=filter)
-    entries = row_table(coeffs, taps)
+    entries = table_entries(coeffs, taps)
     dut = RowResampler(max_columns=512, taps=taps, channels=3)
     rng = np.random.default_rng(seed)
-    pixels = [int(p[0]) | int(p[1]) << 8 | int(p[2]) << 16
-              for p in image.reshape(-1, 3)]
-    got = []
+    beats = image_payloads(image, rng if stalls else None)
+    rows, clocks = [], [0, 0]
 
-    async def load_and_feed(ctx):
+    async def feed(ctx):
         ctx.set(dut.out_width, out_width)
         for addr, (need, weights) in enumerate(entries):
             ctx.set(dut.table_addr, addr)
@@ -32,54 +36,47 @@ def _run(image, out_width, filter="BILINEAR", taps=7, seed=0):
             await ctx.tick()
         ctx.set(dut.table_we, 0)
         await ctx.tick()
-        for k, value in enumerate(pixels):
-            while rng.random() < 0.3:                     # the source pauses
-                ctx.set(dut.i.valid, 0)
-                await ctx.tick()
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, {"pixel": value, "last": (k + 1) % width == 0})
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+        clocks[0] = ctx.get(count)
+        await send_beats(ctx, dut.i, beats, rng if stalls else None, gap_prob=0.3)
 
-    async def collect(ctx):
-        while len(got) < height * out_width:
-            ready = int(rng.random() < 0.7)               # the sink pauses
-            ctx.set(dut.o.ready, ready)
+    count = 0
+
+    async def clock(ctx):
+        nonlocal count
+        while True:
             await ctx.tick()
-            if ready and ctx.get(dut.o.valid):
-                pass
-        ctx.set(dut.o.ready, 0)
+            count += 1
+            if len(rows) == height and len(rows[-1]) == out_width and not clocks[1]:
+                clocks[1] = count
 
-    async def watch(ctx):
-        async for _, _, valid, ready, payload in ctx.tick().sample(dut.o.valid, dut.o.ready,
-                                                                   dut.o.payload):
-            if valid and ready:
-                got.append((payload.pixel, payload.last))
-            if len(got) >= height * out_width:
-                return
+    async def drain(ctx):
+        await collect_rows(ctx, dut.o, rows, rng, 0.7 if stalls else 1.0)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
-    sim.add_testbench(load_and_feed)
-    sim.add_testbench(collect)
-    sim.add_process(watch)
-    sim.run_until(1e-6 * (len(entries) + 6 * len(pixels) + 6 * height * out_width + 1000))
-    assert len(got) == height * out_width, "the pass stopped"
-    lasts = [last for _, last in got]
-    assert lasts == [(k + 1) % out_width == 0 for k in range(len(got))]
-    values = np.array([[v & 255, v >> 8 & 255, v >> 16 & 255] for v, _ in got], np.uint8)
-    return values.reshape(height, out_width, 3), _pass(image, 1, coeffs)
+    sim.add_testbench(feed)
+    sim.add_testbench(drain, background=True)
+    sim.add_testbench(clock, background=True)
+    sim.run_until(1e-6 * (len(entries) + 6 * len(beats) + 6 * height * out_width + 1000))
+    assert len(rows) == height, "the pass stopped"
+    return rows_to_image(rows, out_width), _pass(image, 1, coeffs), clocks[1] - clocks[0]
 
 
 @pytest.mark.parametrize("filter", ["BILINEAR", "BICUBIC"])
-@pytest.mark.parametrize("width,out_width", [(40, 17), (23, 23), (12, 31), (50, 22), (9, 1)])
+@pytest.mark.parametrize("width,out_width", [(40, 17), (23, 23), (12, 31), (50, 22), (9, 1),
+                                             (3, 2), (1, 5)])
 def test_rows_match_the_golden_model(width, out_width, filter):
     image = skimage.data.astronaut()[100:104, 150:150 + width]
     taps = max(7, int(coefficients(width, out_width, filter=filter).count.max()))
-    got, want = _run(np.ascontiguousarray(image), out_width, filter, taps=taps, seed=width)
+    got, want, _ = _run(np.ascontiguousarray(image), out_width, filter, taps=taps, seed=width)
     assert np.array_equal(got, want)
 
 
-def test_the_table_refuses_too_many_taps():
-    with pytest.raises(ValueError, match="needs 8 taps, the resampler has 7"):
-        row_table(coefficients(100, 25), taps=7)
+@pytest.mark.parametrize("width,out_width", [(64, 64), (64, 40), (64, 22)])
+def test_a_beat_a_clock(width, out_width):
+    """Copying and shrinking take the raster's beats as they come: a row of 64 pixels in
+    16 beats costs 16 clocks and one between rows."""
+    image = np.ascontiguousarray(skimage.data.astronaut()[200:206, 100:100 + width])
+    got, want, clocks = _run(image, out_width, stalls=False)
+    assert np.array_equal(got, want)
+    assert clocks <= 6 * (width // 4 + 2) + 4, clocks

@@ -13,8 +13,8 @@ its trailer is offered.
 With ``resample_taps`` the core has a resampler after the colour stage
 (:class:`~dlforge.rtl.resample.resampler.Resampler`): a file whose first beat has ``resize``
 set begins with a resize request (:mod:`dlforge.rtl.resample.request`), read a word a clock
-into the resampler's tables, and the core sends the cropped and resized image (one pixel a
-beat) instead of the decoded one; the header gives the output size.  A request the core
+into the resampler's tables, and the core sends the cropped and resized image (up to four
+pixels a beat, the raster's rate) instead of the decoded one; the header gives the output size.  A request the core
 cannot follow (malformed, sizes out of its limits, a table that would never finish, a box
 outside the image) ends the file with ``BAD_RESIZE`` and no pixels; the rest of the file is
 read and dropped, so the next file starts clean.
@@ -26,6 +26,7 @@ from amaranth import Module, Mux, Signal, ResetInserter
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
+from ..resample.beats import LANES
 from ..resample.request_reader import RequestReader
 from ..resample.resampler import Resampler
 from ..stream_pipe import BytesOut
@@ -35,6 +36,8 @@ from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .marker_parser import MarkerParser
 from .packets import HeaderLayout, OutputKind, TrailerLayout, input_layout, output_layout
 from .raster import PIXELS_PER_BEAT, Raster
+
+assert PIXELS_PER_BEAT == LANES, "the resampler takes the raster's beats as they are"
 from .status import JpegStatus
 
 __all__ = ["JpegCore"]
@@ -189,7 +192,8 @@ class JpegCore(wiring.Component):
                         m.d.comb += [path.active.eq(1), self.o.valid.eq(path.o.valid),
                                      path.o.ready.eq(self.o.ready),
                                      o.kind.eq(OutputKind.PIXELS),
-                                     o.data.eq(path.o.payload.pixel), o.count.eq(1)]
+                                     o.data.eq(path.o.payload.pixels),
+                                     o.count.eq(path.o.payload.count)]
                         with m.If(path.done):
                             m.next = "RESULT"
                 with m.Else():
@@ -218,8 +222,8 @@ class JpegCore(wiring.Component):
         return m
 
     def _resample_path(self, m, flush, raster, frame, refused, start_image):
-        """The request reader and the resampler, fed a pixel a clock from the raster's beats
-        while ``path.active``; ``path.o`` the resized pixels, ``path.done`` when the image
+        """The request reader and the resampler, fed the raster's beats while
+        ``path.active``; ``path.o`` the resized pixels, ``path.done`` when the image
         has gone in whole and come out whole (or, refused, only gone in)."""
         max_columns, max_rows = self.resample_max
         rs = Resampler(max_columns=max_columns, max_rows=max_rows, taps=self.resample_taps,
@@ -233,30 +237,26 @@ class JpegCore(wiring.Component):
         m.d.comb += rs.restart.eq(start_image)
 
         active = Signal()
-        lane = Signal(range(PIXELS_PER_BEAT))          # the beat's pixel offered now
-        column = Signal(16)
+        column = Signal(16)                             # of the beat's first pixel
         in_done, out_done = Signal(), Signal()
         out_rows = Signal(16)
         beat = raster.o.payload
         offer = active & raster.o.valid
+        row_end = column + beat.count == frame.width
         m.d.comb += [rs.i.valid.eq(offer & ~refused),
-                     rs.i.payload.pixel.eq(beat.rgb.as_value().word_select(lane, 24)),
-                     rs.i.payload.last.eq(column == frame.width - 1)]
+                     rs.i.payload.pixels.eq(beat.rgb),
+                     rs.i.payload.count.eq(beat.count),
+                     rs.i.payload.last.eq(row_end)]
         with m.If(offer & (rs.i.ready | refused)):
-            m.d.sync += [lane.eq(lane + 1), column.eq(column + 1)]
-            with m.If(column == frame.width - 1):
-                m.d.sync += column.eq(0)
-            with m.If(lane + 1 >= beat.count):
-                m.d.comb += raster.o.ready.eq(1)
-                m.d.sync += lane.eq(0)
-                with m.If(beat.last):
-                    m.d.sync += in_done.eq(1)
+            m.d.comb += raster.o.ready.eq(1)
+            m.d.sync += column.eq(Mux(row_end, 0, column + beat.count))
+            with m.If(beat.last):
+                m.d.sync += in_done.eq(1)
         with m.If(rs.o.valid & rs.o.ready & rs.o.payload.last):
             m.d.sync += out_rows.eq(out_rows + 1)
             with m.If(out_rows + 1 == reader.out_height):
                 m.d.sync += out_done.eq(1)
         with m.If(start_image):
-            m.d.sync += [lane.eq(0), column.eq(0), in_done.eq(0), out_done.eq(0),
-                         out_rows.eq(0)]
+            m.d.sync += [column.eq(0), in_done.eq(0), out_done.eq(0), out_rows.eq(0)]
         return SimpleNamespace(reader=reader, active=active, o=rs.o,
                                done=in_done & (out_done | refused))

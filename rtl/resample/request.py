@@ -14,11 +14,11 @@ word 3                crop width | crop height << 16
 word 4                output width | output height << 16
 then                  the row table: per output column, ``need`` then ``taps`` weights
 then                  the column table: per output row, ``need`` then ``taps`` weights
+                      (both newest first: weight j multiplies input ``need - j``)
 ====================  =====================================================================
 
 Weights are signed 24-bit (Pillow's 22 fraction bits) in 32-bit words, laid out as
-:func:`~dlforge.rtl.resample.row_resampler.row_table` and
-:func:`~dlforge.rtl.resample.column_resampler.column_table` give them.  Whole words keep
+:func:`~dlforge.rtl.resample.table.table_entries` gives them.  Whole words keep
 the core's 4-byte beats aligned, so it reads a word a clock and the JPEG starts on a beat.
 The host's frames are multiples of 4 bytes long except the file's last, so the request's
 beats are whole; a core refuses a request that is not (``JpegStatus.BAD_RESIZE``).
@@ -35,7 +35,7 @@ import numpy as np
 __all__ = ["MAGIC", "HEADER_WORDS", "VERTICAL_FIRST", "entry_words", "request_bytes",
            "table_bytes", "pack_request"]
 
-MAGIC = 0x315A5352                 # b"RSZ1"
+MAGIC = 0x325A5352                 # b"RSZ2" (RSZ1's column table was per line buffer)
 HEADER_WORDS = 5
 VERTICAL_FIRST = 0x01
 TAPS_SHIFT = 8
@@ -53,8 +53,7 @@ def request_bytes(taps, out_width, out_height):
 
 def table_bytes(needs, weights):
     """A table's words: per entry ``need`` then its weights ((needs, weights) arrays as
-    :func:`~dlforge.rtl.resample.row_resampler.row_arrays` and
-    :func:`~dlforge.rtl.resample.column_resampler.column_arrays` give them)."""
+    :func:`~dlforge.rtl.resample.table.table_arrays` gives them)."""
     needs, weights = np.asarray(needs, np.int64), np.asarray(weights, np.int64)
     if weights.ndim != 2 or needs.shape != weights.shape[:1]:
         raise ValueError(f"a need per entry and a row of weights: {needs.shape} needs, "

@@ -7,19 +7,21 @@ the pixels inside the box and drops the rest; the two passes follow in the order
 them, chosen per image by ``vertical_first`` (Pillow 13: vertical first when the height
 loses more than twice as many pixels as the width; ``resample_model.vertical_first``), since
 the intermediate image is rounded to 8 bits and the order changes the pixels.  The host
-loads both passes' tables (:func:`~.row_resampler.row_table`,
-:func:`~.column_resampler.column_table`) and the sizes before the image, and pulses
+loads both passes' tables (:func:`~.table.table_entries`) and the sizes before the image, and pulses
 ``restart``.  A pass whose size does not change runs with identity weights, which gives the
 pixels Pillow gives by skipping it.
 
-Behind a decoder core (``rtl/jpeg/core.py``) the tables and sizes come from the file's resize
-request (``request_reader.py``).  Not yet here (issue 18): more than one pixel a clock.
+Every stage passes beats of up to four pixels of a row (:mod:`.beats`), a beat a clock: the
+crop keeps the part of a beat inside the box and moves it to the low lanes.  Behind a
+decoder core (``rtl/jpeg/core.py``) the input is the raster stage's beats, and the tables
+and sizes come from the file's resize request (``request_reader.py``).
 """
 
-from amaranth import Module, Signal, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth import Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .beats import LANES, beat_layout
 from .column_resampler import ColumnResampler
 from .row_resampler import RowResampler
 
@@ -36,12 +38,12 @@ class Resampler(wiring.Component):
         self.rows = RowResampler(max_columns=max_columns, taps=taps, channels=channels)
         self.columns = ColumnResampler(max_columns=max_columns, max_rows=max_rows, taps=taps,
                                        channels=channels)
-        pixel = data.StructLayout({"pixel": unsigned(8 * channels), "last": 1})
+        beat = beat_layout(channels)
         image_w, image_h = max_image or (max_columns, max_rows)
         size = unsigned(max(max_columns, max_rows, image_w, image_h).bit_length() + 1)
         super().__init__({
-            "i": In(stream.Signature(pixel)),
-            "o": Out(stream.Signature(pixel)),
+            "i": In(stream.Signature(beat)),
+            "o": Out(stream.Signature(beat)),
             "left": In(size), "top": In(size), "crop_width": In(size), "crop_height": In(size),
             "out_width": In(size), "out_height": In(size),
             "vertical_first": In(1),
@@ -69,23 +71,35 @@ class Resampler(wiring.Component):
                      columns.out_height.eq(self.out_height),
                      rows.out_width.eq(self.out_width)]
 
-        # the crop: count the decoded image's columns and rows, pass what is in the box
-        x = Signal.like(self.left)
+        # the crop, a beat a clock: the beat's part inside the box, moved to the low lanes
+        x = Signal.like(self.left)                      # the column of the beat's lane 0
         y = Signal.like(self.top)
-        inside = (x >= self.left) & (x < self.left + self.crop_width) & \
-            (y >= self.top) & (y < self.top + self.crop_height)
+        count = self.i.payload.count
+        right = self.left + self.crop_width
+        end = x + count
+        lo = Signal.like(self.left)
+        hi = Signal.like(self.left)
+        m.d.comb += [lo.eq(Mux(x > self.left, x, self.left)),
+                     hi.eq(Mux(end < right, end, right))]
+        inside = (y >= self.top) & (y < self.top + self.crop_height) & (hi > lo)
+        shift = Signal(range(LANES))
+        m.d.comb += shift.eq(lo - x)
         cropped = stream.Signature(self.i.payload.shape()).create()
         m.d.comb += [cropped.valid.eq(self.i.valid & inside),
-                     cropped.payload.pixel.eq(self.i.payload.pixel),
-                     cropped.payload.last.eq(x == self.left + self.crop_width - 1),
+                     cropped.payload.count.eq(hi - lo),
+                     cropped.payload.last.eq(hi == right),
                      self.i.ready.eq(~inside | cropped.ready)]
+        with m.Switch(shift):
+            for s in range(LANES):
+                with m.Case(s):
+                    m.d.comb += [cropped.payload.pixels[k].eq(self.i.payload.pixels[k + s])
+                                 for k in range(LANES - s)]
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += x.eq(x + 1)
+            m.d.sync += x.eq(end)
             with m.If(self.i.payload.last):
                 m.d.sync += [x.eq(0), y.eq(y + 1)]
         with m.If(self.restart):
             m.d.sync += [x.eq(0), y.eq(0)]
-
         # the passes, in Pillow's order for this image
         def connect(source, sink):
             m.d.comb += [sink.valid.eq(source.valid), sink.payload.eq(source.payload),
