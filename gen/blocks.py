@@ -277,33 +277,38 @@ def _link_block():
 def _resample_block():
     from dlforge.rtl.resample.resampler import Resampler
 
-    def build(taps=7, max_columns=1024, max_rows=1024):
-        return Resampler(max_columns=max_columns, max_rows=max_rows, taps=taps)
+    def build(taps=7, max_columns=1024, max_rows=1024, lanes=4):
+        return Resampler(max_columns=max_columns, max_rows=max_rows, taps=taps, lanes=lanes)
 
     def facts(c):
         return {"function": "crop, then resize bit-exact to Pillow 13's BILINEAR/BICUBIC "
                             "(torchvision's resized_crop on a PIL image): a horizontal pass "
-                            "over a window of the last taps pixels and a vertical pass over "
-                            "taps line buffers, in Pillow's order for the image",
+                            "over a window of the last taps + lanes - 1 pixels with lanes "
+                            "output units and a vertical pass over taps + 1 line buffers, "
+                            "in Pillow's order for the image",
                 "taps": c.taps, "max_columns": c.max_columns, "max_rows": c.max_rows,
-                "pixels_per_clock": 1}
+                "lanes": c.lanes, "pixels_per_clock": c.lanes}
 
     def tb_params(c, blocks=None, seed=1):
-        return {"taps": c.taps, "seed": seed}
+        return {"taps": c.taps, "lanes": c.lanes, "seed": seed}
 
     return Block(
         name="resample",
-        summary="crop and resize bit-exact to Pillow (torchvision's PIL path), 1 pixel a clock",
+        summary="crop and resize bit-exact to Pillow (torchvision's PIL path), 1-4 pixels a clock",
         params=(Param("taps", int, 7, None, "weights an output (bilinear shrinking by f needs "
                                              "2 ceil(f) + 1)", short="t"),
                 Param("max_columns", int, 1024, None, "widest row in and out (pixels)",
                       short="w"),
-                Param("max_rows", int, 1024, None, "most rows out", short="h")),
+                Param("max_rows", int, 1024, None, "most rows out", short="h"),
+                Param("lanes", int, 4, (1, 2, 4), "pixels a clock (4: a decoder core's raster "
+                                                 "beat; 1 fits an ECP5's multipliers)",
+                      short="l")),
         build=build,
         facts=facts,
         testbench="dlforge.sim.tb_resample",
         tb_params=tb_params,
-        regression=({"taps": 7, "max_columns": 128, "max_rows": 128},),
+        regression=({"taps": 7, "max_columns": 128, "max_rows": 128},
+                    {"taps": 7, "max_columns": 128, "max_rows": 128, "lanes": 1}),
         bench=("crop_then_resize", {"width": 96, "height": 72,
                                     "factors": [1, 1.5, 2, 3, 4, 6, 8],
                                     "valid_prob": 1.0, "ready_prob": 1.0}),

@@ -2,6 +2,7 @@
 ``sim-board`` and ``bench loader``.  Every one takes the same device strings
 (:data:`dlforge.host.device.DEVICE_HELP`)."""
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -61,7 +62,7 @@ def cmd_decode(args):
         raise ValueError(f"no such file: {missing[0]}")
     resize, flips = _decode_resize(args)
     with DecoderService(args.device, args.upsample) as service:
-        results = list(service.decode(args.files, resize=resize))
+        results = list(service.decode(args.files, resize=resize, scale=args.scale))
         name = service.device.name
     for r in results:
         if r.pixels is not None and flips.get(r.index):
@@ -73,7 +74,8 @@ def cmd_decode(args):
             if r.pixels is None:
                 continue
             stem = Path(r.name).stem + (f"-train{args.seed}" if args.transform == "train"
-                                        else "-eval" if args.transform == "eval" else "")
+                                        else "-eval" if args.transform == "eval" else "") \
+                + (f"-s{args.scale}" if args.scale > 1 else "")
             if args.format == "png":
                 from PIL import Image
                 Image.fromarray(r.pixels).save(out / f"{stem}.png")
@@ -82,7 +84,7 @@ def cmd_decode(args):
     if args.json:
         print(json.dumps({"device": name, "upsample": args.upsample,
                           "transform": args.transform, "resize": args.resize,
-                          "crop": args.crop,
+                          "crop": args.crop, "scale": f"1/{args.scale}",
                           "files": [r.as_dict() for r in results]}, indent=2))
     else:
         for r in results:
@@ -169,7 +171,7 @@ def cmd_stream(args):
     loader = JpegBatches(source, args.batch, size=size, layout=args.layout,
                          device=args.device, upsample=args.upsample,
                          progress=args.progress and not args.json, transform=transform,
-                         seed=args.seed, eval_resize=eval_resize)
+                         seed=args.seed, eval_resize=eval_resize, scale=args.scale)
     wall, cpu = time.perf_counter(), time.process_time()
     shapes = set()
     for batch in loader:
@@ -177,7 +179,7 @@ def cmd_stream(args):
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     report = {"device": args.device, "batch": args.batch, "size": size,
               "layout": args.layout, "transform": transform, "resize": args.resize,
-              "crop": args.crop} \
+              "crop": args.crop, "scale": f"1/{args.scale}"} \
         | stream_report(loader, wall, cpu)
     report["errors"] = [{"file": name, "error": why} for name, why in loader.errors]
     if args.json:
@@ -198,6 +200,19 @@ def cmd_sim_board(args):
     return run_command(args)
 
 
+SCALE_HELP = ("decode at 1/2, 1/4 or 1/8 first (libjpeg-turbo's DCT-domain downscale, "
+              "Pillow's Image.draft; on the host: the cores do not scale yet), then resize "
+              "and crop the scaled image")
+
+
+def _scale(text):
+    from ..host.scaled_decode import parse_scale
+    try:
+        return parse_scale(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_runtime_commands(sub):
     decode = sub.add_parser("decode", help="decode JPEG files on a device")
     decode.add_argument("files", nargs="+", metavar="FILE")
@@ -215,6 +230,8 @@ def add_runtime_commands(sub):
                              "train = RandomResizedCrop(224) and the flip (--size, --seed)")
     decode.add_argument("--size", type=int, default=None,
                         help="the --transform's output side (224)")
+    decode.add_argument("--scale", type=_scale, default=1, metavar="1/2|1/4|1/8",
+                        help=SCALE_HELP)
     decode.add_argument("--seed", type=int, default=0, help="the train draws' seed")
     decode.add_argument("--epoch", type=int, default=0, help="the train draws' epoch")
     decode.add_argument("--json", action="store_true")
@@ -261,6 +278,8 @@ def add_runtime_commands(sub):
                              "Resize(N), CenterCrop(C): the eval transform with these sizes)")
     stream.add_argument("--crop", type=int, default=None, metavar="C",
                         help="with --resize: the centre CxC")
+    stream.add_argument("--scale", type=_scale, default=1, metavar="1/2|1/4|1/8",
+                        help=SCALE_HELP)
     stream.add_argument("--seed", type=int, default=0, help="train: the draws' seed")
     stream.add_argument("--progress", action="store_true", help="a progress bar on stderr")
     stream.add_argument("--json", action="store_true")

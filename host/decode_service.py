@@ -21,6 +21,7 @@ import numpy as np
 from ..rtl.jpeg.status import JpegStatus
 from .device import open_device
 from .jpeg_precheck import precheck
+from .scaled_decode import SCALES, scaled_decode
 
 __all__ = ["DecodeResult", "DecoderService", "describe_status", "UPSAMPLING"]
 
@@ -92,14 +93,19 @@ class DecoderService:
     def __exit__(self, *exc):
         self.close()
 
-    def decode(self, items, resize=None):
+    def decode(self, items, resize=None, scale=1):
         """Yield a :class:`DecodeResult` per item (bytes, a path, or (name, bytes)).
 
         ``resize``: a function (index, name, width, height) -> a
         :class:`~dlforge.host.resize_request.Resize` or None, called once per file with its
         size from the header; the result then holds the resized pixels (the device's
         resampler, or Pillow's where the device cannot, or for the CPU fallback: the same
-        pixels either way)."""
+        pixels either way).  ``scale`` 2, 4 or 8: libjpeg-turbo's scaled decode (the
+        resize then sees the scaled size), on the host: the cores do not scale yet
+        (``host/scaled_decode.py``); a result of the cpu device is ``ok``, a board's is
+        ``fallback`` with the reason."""
+        if scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES} (1/scale), not {scale!r}")
         held = {}                           # index -> result decided on the host
 
         def jobs():
@@ -107,7 +113,10 @@ class DecoderService:
                 name, data = self._load(index, item)
                 status, width, height = precheck(data, self.device.max_width,
                                                  self.device.max_height)
-                if status == JpegStatus.OK:
+                if status == JpegStatus.OK and scale > 1:
+                    held[index] = self._scaled(index, name, data, scale, resize)
+                    yield _Key(index, name, None), None, self.fast
+                elif status == JpegStatus.OK:
                     if resize is None:
                         yield _Key(index, name, data), data, self.fast, (width, height)
                     else:
@@ -115,7 +124,7 @@ class DecoderService:
                                resize(index, name, width, height))
                 elif status.unsupported:
                     held[index] = self._fallback(index, name, data, describe_status(status),
-                                                 None, resize)
+                                                 None, resize, scale)
                     yield _Key(index, name, None), None, self.fast
                 else:
                     held[index] = DecodeResult(index, name, "error",
@@ -149,8 +158,25 @@ class DecoderService:
         path = Path(item)
         return str(path), path.read_bytes()
 
-    def _fallback(self, index, name, data, why, cycles, resize=None):
-        pixels, error = _cpu_decode(data, self.fast)
+    def _scaled(self, index, name, data, scale, resize):
+        """A scaled decode, on the host (the cores have no reduced IDCT yet)."""
+        if getattr(self.device, "name", None) == "cpu":
+            result = self._fallback(index, name, data, None, None, resize, scale)
+            if result.status == "fallback":
+                result.status = "ok"                # (the cpu device is libjpeg-turbo)
+            return result
+        return self._fallback(index, name, data, f"scale 1/{scale}: the device's cores do "
+                              "not scale in the DCT domain (libjpeg-turbo on the host)",
+                              None, resize, scale)
+
+    def _fallback(self, index, name, data, why, cycles, resize=None, scale=1):
+        if scale > 1:
+            try:
+                pixels, error = scaled_decode(data, scale, self.fast), None
+            except ValueError as exc:
+                pixels, error = None, str(exc)
+        else:
+            pixels, error = _cpu_decode(data, self.fast)
         if pixels is not None and resize is not None:
             request = resize(index, name, pixels.shape[1], pixels.shape[0])
             if request is not None:
@@ -160,7 +186,8 @@ class DecoderService:
                 except ValueError as exc:
                     pixels, error = None, f"BAD_RESIZE: {exc}"
         if pixels is None:
-            return DecodeResult(index, name, "error", cycles=cycles, error=f"{why}; {error}")
+            return DecodeResult(index, name, "error", cycles=cycles,
+                                error=f"{why}; {error}" if why else error)
         return DecodeResult(index, name, "fallback", pixels.shape[1], pixels.shape[0], cycles,
                             error=why, pixels=pixels,
                             resized="host" if resize is not None else None)

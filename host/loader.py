@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .decode_service import UPSAMPLING, DecoderService
+from .scaled_decode import SCALES
 from .transforms import TRANSFORMS, eval_request, train_request
 
 __all__ = ["JpegBatches", "Batch", "Skipped", "DecodeFailed", "loader", "resize_image",
@@ -240,6 +241,7 @@ class _Producer:
         self.service, self.samples, self.pool = service, samples, pool
         self.batch_size, self.size, self.resize = ds.batch_size, ds.size, ds.resize
         self.transform, self.eval_resize = ds.transform, ds.eval_resize
+        self.scale = ds.scale
         self.seed, self.epoch = ds.seed, ds.epoch
         self.nhwc = ds.layout == "NHWC"
         self.drop_last, self.skip_errors = ds.drop_last, ds.skip_errors
@@ -268,7 +270,8 @@ class _Producer:
         results = None
         try:
             results = self.service.decode((path for path, _ in self.samples),
-                                          resize=self._request if self.transform else None)
+                                          resize=self._request if self.transform else None,
+                                          scale=self.scale)
             staged = []                     # (result, image tensor) of the batch being built
             for result in results:
                 if self.stop.is_set():
@@ -487,8 +490,11 @@ class JpegBatches(IterableDataset):
                  upsample="fancy", resize="shorter-crop", drop_last=False, prefetch=2,
                  buffers=16, pin_memory=None, rank=None, world_size=None, shuffle=False,
                  seed=0, epoch=0, progress=False, skip_errors=True, transform=None,
-                 eval_resize=None):
+                 eval_resize=None, scale=1):
         super().__init__()
+        if scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES} (a decode at 1/scale, "
+                             f"libjpeg-turbo's DCT-domain downscale), not {scale!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
         if size is not None and (not isinstance(size, int) or size < 1):
@@ -530,6 +536,9 @@ class JpegBatches(IterableDataset):
         #: ``CenterCrop(size)``) or ``train`` (``RandomResizedCrop(size)`` and the flip,
         #: each file's draws from :func:`train_generator`), bit-exact to torchvision on Pillow
         self.transform, self.eval_resize = transform, int(eval_resize)
+        #: decode at 1/scale (2, 4, 8) first, as ``Image.draft`` does; the transform or
+        #: resize then works on the scaled image (host/scaled_decode.py: on the host)
+        self.scale = scale
         self.device, self.upsample = device, upsample
         self.drop_last, self.prefetch, self.buffers = bool(drop_last), prefetch, buffers
         self.keep = buffers - prefetch - 1

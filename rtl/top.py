@@ -90,6 +90,7 @@ class AcceleratorTop(wiring.Component):
     def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
                  max_payload=MAX_PAYLOAD, input_fifo_bytes=64, conv=None, reply_payload=None,
                  register_port=False, link_bytes=1, engine_clock=False, resample_taps=0,
+                 resample_lanes=4,
                  resample_max=(1024, 1024)):
         # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
         # the link's control plane, to bring up a board's link)
@@ -112,6 +113,7 @@ class AcceleratorTop(wiring.Component):
         self.link_bytes = link_bytes
         # resample_taps: each core crops and resizes the files that ask for it (0: none)
         self.resample_taps = resample_taps if cores else 0
+        self.resample_lanes = resample_lanes        # its pixels a clock (JpegCore)
         self.resample_max = tuple(resample_max)
         # Replies may use larger frames than requests (a reply buffer per core instead of the
         # receiver's two slots): fewer frames per image for the host to handle.
@@ -181,7 +183,8 @@ class AcceleratorTop(wiring.Component):
         for k in range(n):
             feed = CoreFeed(w, self.input_fifo_bytes // w, resize=bool(self.resample_taps))
             core = JpegCore(self.max_width, self.max_height, feed.core_bytes, TAG_BITS,
-                            resample_taps=self.resample_taps, resample_max=self.resample_max)
+                            resample_taps=self.resample_taps, resample_max=self.resample_max,
+                            resample_lanes=self.resample_lanes)
             m.submodules[f"core{k}"] = ResetInserter(reset)(core)
             m.submodules[f"feed{k}"] = ResetInserter(reset)(feed)
             replier = JpegReplier(self.reply_payload, w)

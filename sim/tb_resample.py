@@ -1,14 +1,14 @@
 """cocotb regression of the generated crop-and-resize Verilog (rtl/resample/resampler.py)
 against the golden model (sim/resample_model.py, bit-exact to Pillow 13).
 
-Parameters arrive as JSON in DLFORGE_TB_PARAMS: taps, width and height of the input image (a
-crop of scikit-image's astronaut), jobs (a list of [[left, top, right, bottom], [out_w,
-out_h]]) or factors (the whole image shrunk by each that the taps allow), valid_prob and
-ready_prob, seed.  Each job streams the image as the raster stage does (rows in beats of 4
-pixels) until the last output row (the rows below the crop are not sent); the testbench
-loads both passes' tables, the box and the sizes, pulses ``restart``, and records each job's
-clocks, from its first input beat to its last output beat, and the crop's and the output's
-pixels per clock (``metrics.json``).
+Parameters arrive as JSON in DLFORGE_TB_PARAMS: taps, lanes, width and height of the input
+image (a crop of scikit-image's astronaut), jobs (a list of [[left, top, right, bottom],
+[out_w, out_h]]) or factors (the whole image shrunk by each that the taps allow), valid_prob
+and ready_prob, seed.  Each job streams the image as the raster stage does (rows in beats of
+``lanes`` pixels) until the last output row (the rows below the crop are not sent); the
+testbench loads both passes' tables, the box and the sizes, pulses ``restart``, and records
+each job's clocks, from its first input beat to its last output beat, and the crop's and the
+output's pixels per clock (``metrics.json``).
 """
 
 import json
@@ -27,6 +27,7 @@ from dlforge.sim.resample_model import coefficients, crop_resize, vertical_first
 
 PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
 TAPS = int(PARAMS.get("taps", 7))
+LANES = int(PARAMS.get("lanes", 4))
 WIDTH, HEIGHT = int(PARAMS.get("width", 48)), int(PARAMS.get("height", 36))
 JOBS = PARAMS.get("jobs", [[[4, 2, 44, 34], [17, 13]], [[0, 0, 48, 36], [48, 36]]])
 if "factors" in PARAMS:
@@ -65,7 +66,7 @@ def rows_out(height):
 
     def done(got):
         for g in got[seen[0]:]:
-            seen[1] += unpack_beat(g)[1]
+            seen[1] += unpack_beat(g, lanes=LANES)[1]
         seen[0] = len(got)
         return seen[1] >= height
     return done
@@ -76,7 +77,7 @@ async def crop_then_resize(dut):
     await start(dut, sources=("i",), sinks=("o",))
     rng = random.Random(SEED)
     pixels = image()
-    beats = [pack_beat(run, last) for run, last in row_beats(pixels)]     # the raster's runs
+    beats = [pack_beat(run, last, lanes=LANES) for run, last in row_beats(pixels, lanes=LANES)]
     row_need_bits = len(dut.row_table_data) - TAPS * WEIGHT_BITS
     column_need_bits = len(dut.column_table_data) - TAPS * WEIGHT_BITS
     metrics = []
@@ -106,8 +107,8 @@ async def crop_then_resize(dut):
         dut.o__ready.value = 0
         rows, row = [], []
         for g in got:
-            run, last = unpack_beat(g)
-            assert 1 <= len(run) <= 4, f"a beat of {len(run)} pixels"
+            run, last = unpack_beat(g, lanes=LANES)
+            assert 1 <= len(run) <= LANES, f"a beat of {len(run)} pixels"
             row += run
             if last:
                 rows.append(row)

@@ -7,10 +7,10 @@ from dlforge.rtl.resample.beats import LANES, row_beats
 __all__ = ["image_payloads", "collect_rows", "rows_to_image"]
 
 
-def image_payloads(image, rng=None):
+def image_payloads(image, rng=None, lanes=LANES):
     """The beats of ``image`` (:func:`row_beats`) as payload dicts for ``ctx.set``."""
-    return [{"pixels": run + [0] * (LANES - len(run)), "count": len(run), "last": last}
-            for run, last in row_beats(image, rng)]
+    return [{"pixels": run + [0] * (lanes - len(run)), "count": len(run), "last": last}
+            for run, last in row_beats(image, rng, lanes)]
 
 
 async def collect_rows(ctx, port, rows, rng, ready_prob=1.0):
@@ -23,7 +23,7 @@ async def collect_rows(ctx, port, rows, rng, ready_prob=1.0):
                                                               port.payload)
         if valid and ready:
             count = int(payload.count)
-            assert 1 <= count <= LANES, f"a beat of {count} pixels"
+            assert 1 <= count <= len(payload.pixels), f"a beat of {count} pixels"
             if not open_row:
                 rows.append([])
                 open_row = True

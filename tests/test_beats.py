@@ -2,17 +2,24 @@
 into rows of beats."""
 
 import numpy as np
+import pytest
 
-from dlforge.rtl.resample.beats import LANES, beat_layout, pack_beat, row_beats, unpack_beat
+from dlforge.rtl.resample.beats import (LANE_CHOICES, LANES, beat_layout, check_lanes,
+                                        pack_beat, row_beats, unpack_beat)
 
 
-def test_pack_matches_the_layout():
-    layout = beat_layout(3)
-    value = pack_beat([0x010203, 0x0A0B0C], last=True)
-    view = layout.const(value) if hasattr(layout, "const") else None
-    assert unpack_beat(value) == ([0x010203, 0x0A0B0C], True)
+@pytest.mark.parametrize("lanes", LANE_CHOICES)
+def test_pack_matches_the_layout(lanes):
+    layout = beat_layout(3, lanes)
+    pixels = [0x010203, 0x0A0B0C, 0x111213, 0x212223][:lanes]
+    value = pack_beat(pixels, last=True, lanes=lanes)
+    assert unpack_beat(value, lanes=lanes) == (pixels, True)
     assert value < 1 << layout.size
-    assert view.count.as_value().value == 2 if view is not None else True
+    count, last = layout["count"], layout["last"]
+    assert (value >> count.offset) & ((1 << count.shape.width) - 1) == lanes
+    assert (value >> last.offset) & 1 == 1
+    with pytest.raises(ValueError, match="lanes must be one of"):
+        check_lanes(3)
 
 
 def test_rows_never_share_a_beat():

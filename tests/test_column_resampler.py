@@ -17,14 +17,14 @@ from amaranth_streams import send_beats
 from resample_beats import collect_rows, image_payloads, rows_to_image
 
 
-def _run(images, out_height, filter="BILINEAR", seed=0, stalls=True):
+def _run(images, out_height, filter="BILINEAR", seed=0, stalls=True, lanes=4):
     """Each (H, W, 3) image of ``images`` (one size) through the gateware: (outputs,
     golden outputs, clocks from the first beat offered to the last row out)."""
     height, width = images[0].shape[:2]
     coeffs = coefficients(height, out_height, filter=filter)
     taps = max(3, int(coeffs.count.max()))
     entries = table_entries(coeffs, taps)
-    dut = ColumnResampler(max_columns=64, max_rows=64, taps=taps, channels=3)
+    dut = ColumnResampler(max_columns=64, max_rows=64, taps=taps, channels=3, lanes=lanes)
     rng = np.random.default_rng(seed)
     rows = []
     clocks = [0, 0]
@@ -46,7 +46,7 @@ def _run(images, out_height, filter="BILINEAR", seed=0, stalls=True):
                 await ctx.tick()
                 ctx.set(dut.restart, 0)
             clocks[0] = clocks[0] or ticks
-            await send_beats(ctx, dut.i, image_payloads(image, rng if stalls else None),
+            await send_beats(ctx, dut.i, image_payloads(image, rng if stalls else None, lanes),
                              rng if stalls else None, gap_prob=0.3)
 
     ticks = 0
@@ -85,6 +85,15 @@ def test_images_match_the_golden_model(height, out_height, width, filter):
     got, want, _ = _run(images, out_height, filter, seed=height)
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize("height,out_height,width", [(30, 13, 6), (9, 23, 5)])
+def test_fewer_lanes(height, out_height, width, lanes):
+    photo = skimage.data.astronaut()
+    images = [np.ascontiguousarray(photo[60:60 + height, 200:200 + width])]
+    got, want, _ = _run(images, out_height, seed=height, lanes=lanes)
+    assert np.array_equal(got[0], want[0])
 
 
 @pytest.mark.parametrize("height,out_height", [(24, 24), (24, 16), (24, 9)])

@@ -18,10 +18,10 @@ from resample_beats import collect_rows, image_payloads, rows_to_image
 TAPS = 9
 
 
-def _run(image, jobs, seed=0):
+def _run(image, jobs, seed=0, lanes=4):
     """``jobs``: (box, size) pairs, each run over the whole ``image`` (H, W, 3)."""
     height, width = image.shape[:2]
-    dut = Resampler(max_columns=64, max_rows=64, taps=TAPS)
+    dut = Resampler(max_columns=64, max_rows=64, taps=TAPS, lanes=lanes)
     rng = np.random.default_rng(seed)
     rows = []                       # every job's output rows, one after the other
 
@@ -56,7 +56,7 @@ def _run(image, jobs, seed=0):
             await ctx.tick()
             ctx.set(dut.restart, 0)
             # beats of random lengths for the first job, the raster's runs of 4 after
-            await send_beats(ctx, dut.i, image_payloads(image, rng if n == 0 else None),
+            await send_beats(ctx, dut.i, image_payloads(image, rng if n == 0 else None, lanes),
                              rng, gap_prob=0.2)
             out_w_prev, out_h_prev = out_w, out_h
 
@@ -93,6 +93,15 @@ def test_crop_then_resize_matches_pillow(jobs):
         if int(Image.__version__.split(".")[0]) >= 13:
             pil = np.asarray(Image.fromarray(image).crop(box).resize(size, Image.BILINEAR))
             assert np.array_equal(out, pil)
+
+
+@pytest.mark.slow
+def test_one_lane():
+    """The ECP5-sized resampler (a pixel a clock), both orders."""
+    image = np.ascontiguousarray(skimage.data.astronaut()[150:170, 180:204])
+    jobs = [((2, 1, 22, 19), (9, 8)), ((3, 0, 15, 20), (10, 5))]
+    for (box, size), out in zip(jobs, _run(image, jobs, seed=5, lanes=1)):
+        assert np.array_equal(out, crop_resize(image, box, size, pillow=13)), (box, size)
 
 
 @pytest.mark.slow

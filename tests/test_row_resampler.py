@@ -17,14 +17,14 @@ from amaranth_streams import send_beats
 from resample_beats import collect_rows, image_payloads, rows_to_image
 
 
-def _run(image, out_width, filter="BILINEAR", taps=7, seed=0, stalls=True):
+def _run(image, out_width, filter="BILINEAR", taps=7, seed=0, stalls=True, lanes=4):
     """Rows of ``image`` (H, W, 3) through the gateware: (output, golden, clocks)."""
     height, width = image.shape[:2]
     coeffs = coefficients(width, out_width, filter=filter)
     entries = table_entries(coeffs, taps)
-    dut = RowResampler(max_columns=512, taps=taps, channels=3)
+    dut = RowResampler(max_columns=512, taps=taps, channels=3, lanes=lanes)
     rng = np.random.default_rng(seed)
-    beats = image_payloads(image, rng if stalls else None)
+    beats = image_payloads(image, rng if stalls else None, lanes)
     rows, clocks = [], [0, 0]
 
     async def feed(ctx):
@@ -72,11 +72,20 @@ def test_rows_match_the_golden_model(width, out_width, filter):
     assert np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("width,out_width", [(64, 64), (64, 40), (64, 22)])
-def test_a_beat_a_clock(width, out_width):
-    """Copying and shrinking take the raster's beats as they come: a row of 64 pixels in
-    16 beats costs 16 clocks and one between rows."""
-    image = np.ascontiguousarray(skimage.data.astronaut()[200:206, 100:100 + width])
-    got, want, clocks = _run(image, out_width, stalls=False)
+@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize("width,out_width", [(40, 17), (12, 31), (9, 3)])
+def test_fewer_lanes(width, out_width, lanes):
+    image = np.ascontiguousarray(skimage.data.astronaut()[100:103, 150:150 + width])
+    got, want, _ = _run(image, out_width, seed=width, lanes=lanes)
     assert np.array_equal(got, want)
-    assert clocks <= 6 * (width // 4 + 2) + 4, clocks
+
+
+@pytest.mark.parametrize("lanes", [1, 4])
+@pytest.mark.parametrize("width,out_width", [(64, 64), (64, 40), (64, 22)])
+def test_a_beat_a_clock(width, out_width, lanes):
+    """Copying and shrinking take the raster's beats as they come: a row of 64 pixels in
+    16 beats of 4 costs 16 clocks and about one between rows."""
+    image = np.ascontiguousarray(skimage.data.astronaut()[200:206, 100:100 + width])
+    got, want, clocks = _run(image, out_width, stalls=False, lanes=lanes)
+    assert np.array_equal(got, want)
+    assert clocks <= 6 * (width // lanes + 2) + 4, clocks

@@ -284,6 +284,48 @@ def test_stream_with_torchvision_transforms(tmp_path, capsys):
     assert "--resize N and --crop C go together" in capsys.readouterr().err
 
 
+def test_decode_and_stream_with_a_scale(tmp_path, capsys):
+    """`--scale 1/2` (then `--resize`/`--crop`): libjpeg-turbo's scaled decode, equal to
+    Pillow's draft then torchvision's Resize and CenterCrop; on the host on every device (the
+    board's results say why, the cpu's are plain ok)."""
+    files = _files(tmp_path / "in")
+    photos = [str(files[name][0]) for name in ("astronaut420", "coffee444", "progressive")]
+    for device in ("sim", "cpu"):
+        out = tmp_path / device
+        assert main(["decode", "--device", device, "--json", "--scale", "1/2", "--resize",
+                     "16", "--crop", "12", "--out", str(out), *photos]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["scale"] == "1/2"
+        rows = report["files"]
+        assert [(r["width"], r["height"]) for r in rows] == [(12, 12)] * 3
+        assert [r["status"] for r in rows] == (["fallback"] * 3 if device == "sim"
+                                               else ["ok", "ok", "ok"])
+        if device == "sim":
+            assert "do not scale in the DCT domain" in rows[0]["error"]
+        for path in photos:
+            with Image.open(path) as im:
+                im.draft("RGB", (im.width // 2, im.height // 2))
+                im = im.convert("RGB")
+                w, h = im.size
+                size = (16, int(16 * h / w)) if w <= h else (int(16 * w / h), 16)
+                im = im.resize(size, Image.Resampling.BILINEAR)
+                left, top = int(round((size[0] - 12) / 2)), int(round((size[1] - 12) / 2))
+                want = np.asarray(im.crop((left, top, left + 12, top + 12)))
+            assert np.array_equal(np.load(out / f"{Path(path).stem}-s2.npy"), want), path
+    # without a resize: the scaled image itself
+    assert main(["decode", "--device", "cpu", "--scale", "1/4", "--out", str(tmp_path / "q"),
+                 photos[0]]) == 0
+    assert np.load(tmp_path / "q" / "astronaut420-s4.npy").shape == (12, 16, 3)
+    capsys.readouterr()
+    assert main(["decode", "--device", "cpu", "--scale", "1/3", photos[0]]) == 2
+    assert "scale must be 1, 1/2, 1/4 or 1/8" in capsys.readouterr().err
+    data = _dataset(tmp_path)
+    code, report, _ = _stream(capsys, "--device", "sim", "--images", str(data), "--batch",
+                              "2", "--size", "12", "--transform", "eval", "--scale", "1/2")
+    assert code == 0 and report["scale"] == "1/2"
+    assert (report["images"], report["ok"], report["fallback"]) == (4, 0, 4)
+
+
 # ---- a board started by hand ---------------------------------------------------------------------
 
 class _HandStartedBoard:

@@ -13,8 +13,8 @@ its trailer is offered.
 With ``resample_taps`` the core has a resampler after the colour stage
 (:class:`~dlforge.rtl.resample.resampler.Resampler`): a file whose first beat has ``resize``
 set begins with a resize request (:mod:`dlforge.rtl.resample.request`), read a word a clock
-into the resampler's tables, and the core sends the cropped and resized image (up to four
-pixels a beat, the raster's rate) instead of the decoded one; the header gives the output size.  A request the core
+into the resampler's tables, and the core sends the cropped and resized image (beats of up
+to ``resample_lanes`` pixels: 4 keeps the raster's rate) instead of the decoded one; the header gives the output size.  A request the core
 cannot follow (malformed, sizes out of its limits, a table that would never finish, a box
 outside the image) ends the file with ``BAD_RESIZE`` and no pixels; the rest of the file is
 read and dropped, so the next file starts clean.
@@ -26,7 +26,7 @@ from amaranth import Module, Mux, Signal, ResetInserter
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
-from ..resample.beats import LANES
+from ..resample.beats import LANE_CHOICES, LANES
 from ..resample.request_reader import RequestReader
 from ..resample.resampler import Resampler
 from ..stream_pipe import BytesOut
@@ -45,9 +45,10 @@ __all__ = ["JpegCore"]
 
 class JpegCore(wiring.Component):
     def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT, input_bytes=1,
-                 tag_bits=8, resample_taps=0, resample_max=(1024, 1024)):
+                 tag_bits=8, resample_taps=0, resample_max=(1024, 1024), resample_lanes=LANES):
         # resample_taps: 0 for no resampler; resample_max: the largest crop and output
-        # (width, height) it takes (its line buffers and tables)
+        # (width, height) it takes (its line buffers and tables); resample_lanes: its
+        # pixels a clock (4, the raster's beat; 1 or 2 for a board with few multipliers)
         problem = None
         if input_bytes not in (1, 4):
             problem = f"input_bytes must be 1 or 4, not {input_bytes}"
@@ -55,12 +56,15 @@ class JpegCore(wiring.Component):
             problem = "a resampler reads its request a word a clock: it needs input_bytes=4"
         elif resample_taps and not 2 <= resample_taps <= 255:
             problem = f"resample_taps must be 2 to 255, not {resample_taps}"
+        elif resample_lanes not in LANE_CHOICES:
+            problem = f"resample_lanes must be one of {LANE_CHOICES}, not {resample_lanes!r}"
         if problem:
             self._MustUse__silence = True
             raise ValueError(problem)
         self.max_width, self.max_height = max_width, max_height
         self.input_bytes, self.tag_bits = input_bytes, tag_bits
         self.resample_taps, self.resample_max = resample_taps, tuple(resample_max)
+        self.resample_lanes = resample_lanes
         super().__init__({
             "i": In(stream.Signature(input_layout(input_bytes, tag_bits,
                                                   resize=bool(resample_taps)))),
@@ -227,7 +231,7 @@ class JpegCore(wiring.Component):
         has gone in whole and come out whole (or, refused, only gone in)."""
         max_columns, max_rows = self.resample_max
         rs = Resampler(max_columns=max_columns, max_rows=max_rows, taps=self.resample_taps,
-                       max_image=(self.max_width, self.max_height))
+                       max_image=(self.max_width, self.max_height), lanes=self.resample_lanes)
         m.submodules.resampler = ResetInserter(flush)(rs)
         m.submodules.request = reader = RequestReader(rs)
         for name in ("left", "top", "crop_width", "crop_height", "out_width", "out_height",
@@ -242,21 +246,33 @@ class JpegCore(wiring.Component):
         out_rows = Signal(16)
         beat = raster.o.payload
         offer = active & raster.o.valid
-        row_end = column + beat.count == frame.width
+        # a raster beat goes in as it is (4 lanes), or in parts of ``lanes`` pixels
+        lanes = self.resample_lanes
+        part = Signal(range(max(2, LANES // lanes)))            # the part of the beat offered now
+        left = Signal(range(LANES + 1))                 # the beat's pixels from that part on
+        count = Signal(range(lanes + 1))
+        m.d.comb += [left.eq(beat.count - part * lanes),
+                     count.eq(Mux(left > lanes, lanes, left))]
+        row_end = column + count == frame.width
+        pixels = beat.rgb.as_value().word_select(part, 24 * lanes) if lanes < LANES \
+            else beat.rgb
         m.d.comb += [rs.i.valid.eq(offer & ~refused),
-                     rs.i.payload.pixels.eq(beat.rgb),
-                     rs.i.payload.count.eq(beat.count),
+                     rs.i.payload.pixels.eq(pixels),
+                     rs.i.payload.count.eq(count),
                      rs.i.payload.last.eq(row_end)]
         with m.If(offer & (rs.i.ready | refused)):
-            m.d.comb += raster.o.ready.eq(1)
-            m.d.sync += column.eq(Mux(row_end, 0, column + beat.count))
-            with m.If(beat.last):
-                m.d.sync += in_done.eq(1)
+            m.d.sync += [column.eq(Mux(row_end, 0, column + count)), part.eq(part + 1)]
+            with m.If(left <= lanes):
+                m.d.comb += raster.o.ready.eq(1)
+                m.d.sync += part.eq(0)
+                with m.If(beat.last):
+                    m.d.sync += in_done.eq(1)
         with m.If(rs.o.valid & rs.o.ready & rs.o.payload.last):
             m.d.sync += out_rows.eq(out_rows + 1)
             with m.If(out_rows + 1 == reader.out_height):
                 m.d.sync += out_done.eq(1)
         with m.If(start_image):
-            m.d.sync += [column.eq(0), in_done.eq(0), out_done.eq(0), out_rows.eq(0)]
+            m.d.sync += [column.eq(0), part.eq(0), in_done.eq(0), out_done.eq(0),
+                         out_rows.eq(0)]
         return SimpleNamespace(reader=reader, active=active, o=rs.o,
                                done=in_done & (out_done | refused))

@@ -17,25 +17,24 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .beats import LANES, beat_layout
+from .beats import LANES, beat_layout, check_lanes
 from .table import WEIGHT_BITS, entry_layout, weighted_pixel
 
 __all__ = ["ColumnResampler"]
 
-_LANE_BITS = (LANES - 1).bit_length()
-
 
 class ColumnResampler(wiring.Component):
     """Rows up to ``max_columns`` pixels of ``channels`` 8-bit channels; images up to
-    ``max_rows`` output rows; ``taps + 1`` line buffers."""
+    ``max_rows`` output rows; ``taps + 1`` line buffers; beats of ``lanes`` pixels."""
 
-    def __init__(self, max_columns=4096, max_rows=4096, taps=7, channels=3):
+    def __init__(self, max_columns=4096, max_rows=4096, taps=7, channels=3, lanes=LANES):
         self.max_columns, self.max_rows = max_columns, max_rows
+        self.lanes = check_lanes(lanes)
         self.taps, self.channels = taps, channels
         self.x_bits = max(1, (max_columns - 1).bit_length())
         self.y_bits = max(1, (max_rows - 1).bit_length())
         self.entry = entry_layout(taps, self.y_bits + 1)
-        beat = beat_layout(channels)
+        beat = beat_layout(channels, lanes)
         super().__init__({
             "i": In(stream.Signature(beat)),
             "o": Out(stream.Signature(beat)),
@@ -50,9 +49,10 @@ class ColumnResampler(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        taps, channels = self.taps, self.channels
+        taps, channels, lanes = self.taps, self.channels, self.lanes
+        lane_bits = (lanes - 1).bit_length()
         buffers = taps + 1
-        words = -(-self.max_columns // LANES)
+        words = -(-self.max_columns // lanes)
         m.submodules.table = table = Memory(shape=self.entry, depth=self.max_rows, init=[])
         write = table.write_port()
         read = table.read_port()
@@ -72,7 +72,7 @@ class ColumnResampler(wiring.Component):
         ports = []                                      # [buffer][lane] (write, read)
         for b in range(buffers):
             ports.append([])
-            for lane in range(LANES):
+            for lane in range(lanes):
                 mem = Memory(shape=unsigned(8 * channels), depth=words, init=[])
                 m.submodules[f"line{b}_{lane}"] = mem
                 ports[b].append((mem.write_port(), mem.read_port()))
@@ -82,17 +82,18 @@ class ColumnResampler(wiring.Component):
         room = ~rows_left | (rows_in <= entry.need + (buffers - taps))
         take = self.i.valid & room
         m.d.comb += self.i.ready.eq(take)
-        for lane in range(LANES):
-            source = Signal(_LANE_BITS, name=f"source{lane}")    # the beat's pixel for it
+        for lane in range(lanes):
+            source = Signal(max(1, lane_bits), name=f"source{lane}")    # the beat's pixel for it
             pixel = Signal(8 * channels, name=f"in{lane}")
-            m.d.comb += source.eq(lane - column_in)
+            if lane_bits:
+                m.d.comb += source.eq((lane - column_in)[:lane_bits])
             with m.Switch(source):
-                for k in range(LANES):
+                for k in range(lanes):
                     with m.Case(k):
                         m.d.comb += pixel.eq(self.i.payload.pixels[k])
             for b in range(buffers):
                 w, _ = ports[b][lane]
-                m.d.comb += [w.addr.eq((column_in + source) >> _LANE_BITS), w.data.eq(pixel),
+                m.d.comb += [w.addr.eq((column_in + source) >> lane_bits), w.data.eq(pixel),
                              w.en.eq(take & (slot == b) & (source < count))]
         with m.If(take):
             m.d.sync += column_in.eq(column_in + count)
@@ -113,24 +114,24 @@ class ColumnResampler(wiring.Component):
                         m.d.comb += weights[b].eq(entry.weights[j] if j < taps else 0)
         signed_weights = [w.as_signed() for w in weights]
         pixels = [weighted_pixel(m, [ports[b][lane][1].data for b in range(buffers)],
-                                 signed_weights, channels) for lane in range(LANES)]
+                                 signed_weights, channels) for lane in range(lanes)]
 
         # output: read every buffer at one word, multiply-add the data a clock later
-        row_words = (self.width + LANES - 1) >> _LANE_BITS
+        row_words = (self.width + lanes - 1) >> lane_bits
         advance = making & (~pending | ~self.o.valid | self.o.ready)
         issue = advance & (word_out < row_words)
         for b in range(buffers):
             for _, r in ports[b]:
                 m.d.comb += [r.addr.eq(word_out), r.en.eq(advance)]
         left = Signal.like(self.width)                  # pixels of the row from the word read
-        m.d.comb += left.eq(self.width - ((word_out - 1) << _LANE_BITS))
+        m.d.comb += left.eq(self.width - ((word_out - 1) << lane_bits))
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
         with m.If(advance):
             m.d.sync += pending.eq(issue)
             with m.If(pending):
                 m.d.sync += [self.o.valid.eq(1),
-                             self.o.payload.count.eq(Mux(left >= LANES, LANES, left)),
+                             self.o.payload.count.eq(Mux(left >= lanes, lanes, left)),
                              self.o.payload.last.eq(word_out == row_words)]
                 m.d.sync += [self.o.payload.pixels[k].eq(p) for k, p in enumerate(pixels)]
             with m.If(issue):

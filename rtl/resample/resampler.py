@@ -21,7 +21,7 @@ from amaranth import Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .beats import LANES, beat_layout
+from .beats import LANES, beat_layout, check_lanes
 from .column_resampler import ColumnResampler
 from .row_resampler import RowResampler
 
@@ -29,16 +29,20 @@ __all__ = ["Resampler"]
 
 
 class Resampler(wiring.Component):
-    """Crops and outputs up to ``max_columns`` x ``max_rows``, ``taps`` per pass."""
+    """Crops and outputs up to ``max_columns`` x ``max_rows``, ``taps`` per pass, beats of
+    ``lanes`` pixels."""
 
-    def __init__(self, max_columns=1024, max_rows=1024, taps=7, channels=3, max_image=None):
+    def __init__(self, max_columns=1024, max_rows=1024, taps=7, channels=3, max_image=None,
+                 lanes=LANES):
         # max_image: the (width, height) of the largest decoded image the crop takes
         # (default: the crop and output limits)
         self.max_columns, self.max_rows, self.taps = max_columns, max_rows, taps
-        self.rows = RowResampler(max_columns=max_columns, taps=taps, channels=channels)
+        self.lanes = check_lanes(lanes)
+        self.rows = RowResampler(max_columns=max_columns, taps=taps, channels=channels,
+                                 lanes=lanes)
         self.columns = ColumnResampler(max_columns=max_columns, max_rows=max_rows, taps=taps,
-                                       channels=channels)
-        beat = beat_layout(channels)
+                                       channels=channels, lanes=lanes)
+        beat = beat_layout(channels, lanes)
         image_w, image_h = max_image or (max_columns, max_rows)
         size = unsigned(max(max_columns, max_rows, image_w, image_h).bit_length() + 1)
         super().__init__({
@@ -82,7 +86,7 @@ class Resampler(wiring.Component):
         m.d.comb += [lo.eq(Mux(x > self.left, x, self.left)),
                      hi.eq(Mux(end < right, end, right))]
         inside = (y >= self.top) & (y < self.top + self.crop_height) & (hi > lo)
-        shift = Signal(range(LANES))
+        shift = Signal(range(max(2, self.lanes)))
         m.d.comb += shift.eq(lo - x)
         cropped = stream.Signature(self.i.payload.shape()).create()
         m.d.comb += [cropped.valid.eq(self.i.valid & inside),
@@ -90,10 +94,10 @@ class Resampler(wiring.Component):
                      cropped.payload.last.eq(hi == right),
                      self.i.ready.eq(~inside | cropped.ready)]
         with m.Switch(shift):
-            for s in range(LANES):
+            for s in range(self.lanes):
                 with m.Case(s):
                     m.d.comb += [cropped.payload.pixels[k].eq(self.i.payload.pixels[k + s])
-                                 for k in range(LANES - s)]
+                                 for k in range(self.lanes - s)]
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += x.eq(end)
             with m.If(self.i.payload.last):

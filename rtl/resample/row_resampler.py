@@ -19,7 +19,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .beats import LANES, beat_layout
+from .beats import LANES, beat_layout, check_lanes
 from .table import entry_layout, weighted_pixel
 
 __all__ = ["RowResampler"]
@@ -27,13 +27,15 @@ __all__ = ["RowResampler"]
 
 class RowResampler(wiring.Component):
     """``channels`` 8-bit channels a pixel; rows up to ``max_columns`` pixels in and out;
-    ``taps`` weights an output (bilinear shrinking by s needs 2 ceil(s) + 1)."""
+    ``taps`` weights an output (bilinear shrinking by s needs 2 ceil(s) + 1); beats of
+    ``lanes`` pixels and as many output units."""
 
-    def __init__(self, max_columns=4096, taps=7, channels=3):
+    def __init__(self, max_columns=4096, taps=7, channels=3, lanes=LANES):
         self.max_columns, self.taps, self.channels = max_columns, taps, channels
+        self.lanes = check_lanes(lanes)
         self.width_bits = max(1, (max_columns - 1).bit_length())
         self.entry = entry_layout(taps, self.width_bits + 1)
-        beat = beat_layout(channels)
+        beat = beat_layout(channels, lanes)
         super().__init__({
             "i": In(stream.Signature(beat)),
             "o": Out(stream.Signature(beat)),
@@ -47,11 +49,11 @@ class RowResampler(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        taps, channels = self.taps, self.channels
-        span = taps + LANES - 1
+        taps, channels, lanes = self.taps, self.channels, self.lanes
+        span = taps + lanes - 1
         m.submodules.table = table = Memory(shape=self.entry, depth=self.max_columns, init=[])
         write = table.write_port()
-        reads = [table.read_port() for _ in range(LANES + 1)]
+        reads = [table.read_port() for _ in range(lanes + 1)]
         m.d.comb += [write.addr.eq(self.table_addr), write.data.eq(self.table_data),
                      write.en.eq(self.table_we)]
 
@@ -60,23 +62,23 @@ class RowResampler(wiring.Component):
         column = Signal(self.width_bits + 1)        # the next output column
         row_in_done = Signal()                      # the row's last input was taken
         entries = [self.entry(r.data) for r in reads]   # columns column .. column + 4
-        exists = [column + j < self.out_width for j in range(LANES + 1)]
-        ready = [exists[j] & (entries[j].need < received) for j in range(LANES)]
+        exists = [column + j < self.out_width for j in range(lanes + 1)]
+        ready = [exists[j] & (entries[j].need < received) for j in range(lanes)]
 
         # the leading ready units go out together, when the output register is free
-        made = Signal(range(LANES + 1))
+        made = Signal(range(lanes + 1))
         free = ~self.o.valid | self.o.ready
-        for j in range(LANES):
+        for j in range(lanes):
             with m.If(free & _all(ready[:j + 1])):
                 m.d.comb += made.eq(j + 1)
 
         pixels = []
-        for j in range(LANES):
-            offset = Signal(range(LANES), name=f"offset{j}")
+        for j in range(lanes):
+            offset = Signal(range(max(2, lanes)), name=f"offset{j}")
             m.d.comb += offset.eq(received - 1 - entries[j].need)
             samples = [Signal(8 * channels, name=f"unit{j}_tap{t}") for t in range(taps)]
             with m.Switch(offset):
-                for o in range(LANES):
+                for o in range(lanes):
                     with m.Case(o):
                         m.d.comb += [s.eq(window[o + t]) for t, s in enumerate(samples)]
             pixels.append(weighted_pixel(m, samples, entries[j].weights, channels))
@@ -85,10 +87,10 @@ class RowResampler(wiring.Component):
         count = self.i.payload.count
         next_need, next_exists = Signal.like(entries[0].need), Signal()
         with m.Switch(made):
-            for e in range(LANES + 1):
+            for e in range(lanes + 1):
                 with m.Case(e):
                     m.d.comb += [next_need.eq(entries[e].need), next_exists.eq(exists[e])]
-        room = ~next_exists | (received + count <= next_need + LANES)
+        room = ~next_exists | (received + count <= next_need + lanes)
         # the row's outputs are all made by this clock: the next row's first beat may come
         row_done = row_in_done & ~next_exists
         take = self.i.valid & Mux(row_in_done, row_done, room)
@@ -97,7 +99,7 @@ class RowResampler(wiring.Component):
             m.d.sync += [received.eq(0), row_in_done.eq(0)]
         with m.If(take):
             with m.Switch(count):
-                for n in range(1, LANES + 1):
+                for n in range(1, lanes + 1):
                     with m.Case(n):
                         for k in range(span):
                             source = self.i.payload.pixels[n - 1 - k] if k < n \
