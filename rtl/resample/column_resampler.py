@@ -9,7 +9,9 @@ wherever it starts.  Output row ``y`` is made once its ``need`` row has arrived:
 buffer is read at the same four columns in one clock, and each buffer's weight is picked
 from the entry by the row it holds (weight ``(need - b) mod (taps + 1)``).  The spare
 buffer lets the next input row come in while an output row is made: input row ``r`` may be
-written while ``r <= need + 1``, so it never overwrites a row the current output reads.
+written while ``r <= need + 1``, so it never overwrites a row the current output reads.  The
+products are registered before the adder tree, so an output word leaves three clocks after
+its read.
 """
 
 from amaranth import Module, Mux, Signal, unsigned
@@ -113,27 +115,33 @@ class ColumnResampler(wiring.Component):
                         j = (s - b) % buffers
                         m.d.comb += weights[b].eq(entry.weights[j] if j < taps else 0)
         signed_weights = [w.as_signed() for w in weights]
+        # (stalls: every stage moves when the output register is free)
+        free = ~self.o.valid | self.o.ready
         pixels = [weighted_pixel(m, [ports[b][lane][1].data for b in range(buffers)],
-                                 signed_weights, channels) for lane in range(lanes)]
+                                 signed_weights, channels, enable=free)
+                  for lane in range(lanes)]
 
-        # output: read every buffer at one word, multiply-add the data a clock later
+        # output: read every buffer at one word; a clock later the products of the data at
+        # the ports are registered (stage 1), and summed into the output register (stage 2)
         row_words = (self.width + lanes - 1) >> lane_bits
-        advance = making & (~pending | ~self.o.valid | self.o.ready)
+        advance = making & free
         issue = advance & (word_out < row_words)
         for b in range(buffers):
             for _, r in ports[b]:
                 m.d.comb += [r.addr.eq(word_out), r.en.eq(advance)]
         left = Signal.like(self.width)                  # pixels of the row from the word read
         m.d.comb += left.eq(self.width - ((word_out - 1) << lane_bits))
-        with m.If(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
+        staged, staged_last = Signal(), Signal()
+        staged_count = Signal.like(self.o.payload.count)
+        with m.If(free):
+            m.d.sync += [staged.eq(advance & pending),
+                         staged_count.eq(Mux(left >= lanes, lanes, left)),
+                         staged_last.eq(word_out == row_words),
+                         self.o.valid.eq(staged), self.o.payload.count.eq(staged_count),
+                         self.o.payload.last.eq(staged_last)]
+            m.d.sync += [self.o.payload.pixels[k].eq(p) for k, p in enumerate(pixels)]
         with m.If(advance):
             m.d.sync += pending.eq(issue)
-            with m.If(pending):
-                m.d.sync += [self.o.valid.eq(1),
-                             self.o.payload.count.eq(Mux(left >= lanes, lanes, left)),
-                             self.o.payload.last.eq(word_out == row_words)]
-                m.d.sync += [self.o.payload.pixels[k].eq(p) for k, p in enumerate(pixels)]
             with m.If(issue):
                 m.d.sync += word_out.eq(word_out + 1)
         row_made = advance & ~issue & pending
@@ -147,6 +155,6 @@ class ColumnResampler(wiring.Component):
         m.d.sync += row.eq(next_row)
         with m.If(self.restart):
             m.d.comb += read.addr.eq(0)
-            m.d.sync += [rows_in.eq(0), row.eq(0), slot.eq(0), column_in.eq(0),
+            m.d.sync += [rows_in.eq(0), row.eq(0), slot.eq(0), column_in.eq(0), staged.eq(0),
                          word_out.eq(0), pending.eq(0)]
         return m

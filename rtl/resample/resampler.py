@@ -17,7 +17,8 @@ decoder core (``rtl/jpeg/core.py``) the input is the raster stage's beats, and t
 and sizes come from the file's resize request (``request_reader.py``).
 """
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Module, Mux, ResetInserter, Signal, unsigned
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -104,19 +105,36 @@ class Resampler(wiring.Component):
                 m.d.sync += [x.eq(0), y.eq(y + 1)]
         with m.If(self.restart):
             m.d.sync += [x.eq(0), y.eq(0)]
-        # the passes, in Pillow's order for this image
+        # the passes, in Pillow's order for this image, each stage's output through a
+        # two-beat FIFO, whose ready is a register: no combinational path runs from one
+        # pass's ready through the other (or through both orders' multiplexers)
+        def decoupled(name, source):
+            fifo = ResetInserter(self.restart)(SyncFIFO(width=beat.size, depth=2))
+            m.submodules[name] = fifo
+            m.d.comb += [fifo.w_data.eq(source.payload), fifo.w_en.eq(source.valid),
+                         source.ready.eq(fifo.w_rdy)]
+            sink = stream.Signature(beat).create()
+            m.d.comb += [sink.valid.eq(fifo.r_rdy), sink.payload.eq(fifo.r_data),
+                         fifo.r_en.eq(sink.ready)]
+            return sink
+
+        beat = self.i.payload.shape()
+        crop_out = decoupled("crop_out", cropped)
+        rows_out = decoupled("rows_out", rows.o)
+        columns_out = decoupled("columns_out", columns.o)
+
         def connect(source, sink):
             m.d.comb += [sink.valid.eq(source.valid), sink.payload.eq(source.payload),
                          source.ready.eq(sink.ready)]
 
         with m.If(self.vertical_first):
             m.d.comb += columns.width.eq(self.crop_width)
-            connect(cropped, columns.i)
-            connect(columns.o, rows.i)
-            connect(rows.o, self.o)
+            connect(crop_out, columns.i)
+            connect(columns_out, rows.i)
+            connect(rows_out, self.o)
         with m.Else():
             m.d.comb += columns.width.eq(self.out_width)
-            connect(cropped, rows.i)
-            connect(rows.o, columns.i)
-            connect(columns.o, self.o)
+            connect(crop_out, rows.i)
+            connect(rows_out, columns.i)
+            connect(columns_out, self.o)
         return m

@@ -10,7 +10,8 @@ columns (a fifth read tells whether the input may move on); unit ``j`` is ready 
 the newest pixel.  The ready units that lead go out together as one beat.  A beat is taken
 only if the first output not made in this clock would still find all its taps in the
 window afterwards, so no input is lost before it is used.  Shrinking and copying run at a
-beat a clock; stretching at four outputs a clock.  Rows are delimited by ``last``; the
+beat a clock; stretching at four outputs a clock.  The products are registered before the
+adder tree (``weighted_pixel``'s stage), so an output leaves two clocks after it is made.  Rows are delimited by ``last``; the
 output marks its rows' last beats too.
 """
 
@@ -65,12 +66,14 @@ class RowResampler(wiring.Component):
         exists = [column + j < self.out_width for j in range(lanes + 1)]
         ready = [exists[j] & (entries[j].need < received) for j in range(lanes)]
 
-        # the leading ready units go out together, when the output register is free
+        # the leading ready units go out together; the products are registered (stage 1)
+        # and summed into the output register (stage 2); both move when the output is free
         made = Signal(range(lanes + 1))
         free = ~self.o.valid | self.o.ready
         for j in range(lanes):
             with m.If(free & _all(ready[:j + 1])):
                 m.d.comb += made.eq(j + 1)
+        staged, staged_count, staged_last = Signal(), Signal.like(made), Signal()
 
         pixels = []
         for j in range(lanes):
@@ -81,7 +84,8 @@ class RowResampler(wiring.Component):
                 for o in range(lanes):
                     with m.Case(o):
                         m.d.comb += [s.eq(window[o + t]) for t, s in enumerate(samples)]
-            pixels.append(weighted_pixel(m, samples, entries[j].weights, channels))
+            pixels.append(weighted_pixel(m, samples, entries[j].weights, channels,
+                                         enable=free))
 
         # take a beat if the first output not made now keeps its taps in the window
         count = self.i.payload.count
@@ -116,12 +120,14 @@ class RowResampler(wiring.Component):
         m.d.comb += [r.addr.eq(next_column + j) for j, r in enumerate(reads)]
         m.d.sync += column.eq(next_column)
 
-        with m.If(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        with m.If(made != 0):
-            m.d.sync += [self.o.valid.eq(1), self.o.payload.count.eq(made),
-                         self.o.payload.last.eq(column + made == self.out_width)]
+        with m.If(free):
+            m.d.sync += [staged.eq(made != 0), staged_count.eq(made),
+                         staged_last.eq(column + made == self.out_width),
+                         self.o.valid.eq(staged), self.o.payload.count.eq(staged_count),
+                         self.o.payload.last.eq(staged_last)]
             m.d.sync += [self.o.payload.pixels[j].eq(p) for j, p in enumerate(pixels)]
+        with m.If(self.restart):
+            m.d.sync += staged.eq(0)
         return m
 
 

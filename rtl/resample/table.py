@@ -56,15 +56,23 @@ def table_entries(coefficients, taps):
     return [(int(n), [int(v) for v in w]) for n, w in zip(needs, weights)]
 
 
-def weighted_pixel(m, samples, weights, channels):
+def weighted_pixel(m, samples, weights, channels, enable=None):
     """Pillow's ``clip8((2**21 + sum(sample * weight)) >> 22)`` per channel of the packed
-    pixels ``samples`` and the signed ``weights`` (combinational, into ``m``); the channels
-    packed again."""
+    pixels ``samples`` and the signed ``weights``, into ``m``; the channels packed again.
+    With ``enable`` the products are registered (taken in clocks where ``enable`` is high)
+    and the sum and clamp follow them combinationally: a pipeline stage between the
+    multipliers and the adder tree, so the value belongs to the samples of the clock before."""
     channels_out = []
     for c in range(channels):
         acc = 1 << (PRECISION_BITS - 1)
-        for sample, weight in zip(samples, weights):
-            acc = acc + sample[8 * c:8 * c + 8] * weight
+        for k, (sample, weight) in enumerate(zip(samples, weights)):
+            product = sample[8 * c:8 * c + 8] * weight
+            if enable is not None:
+                held = Signal(signed(9 + WEIGHT_BITS), name=f"product{c}_{k}")
+                with m.If(enable):
+                    m.d.sync += held.eq(product)
+                product = held
+            acc = acc + product
         total = Signal(signed(8 + WEIGHT_BITS + len(samples).bit_length() + 1),
                        name=f"sum{c}")
         m.d.comb += total.eq(acc)
