@@ -107,13 +107,15 @@ class ColumnResampler(wiring.Component):
         # each buffer's weight for this output row: the row it holds is need - j
         need_slot = Signal(range(buffers))
         m.d.comb += need_slot.eq(entry.need % buffers)
+        # (registered: the entry of a new row is at the port a clock before its first read,
+        # and its data two clocks before its products are taken)
         weights = [Signal(WEIGHT_BITS, name=f"buffer_weight{b}") for b in range(buffers)]
         with m.Switch(need_slot):
             for s in range(buffers):
                 with m.Case(s):
                     for b in range(buffers):
                         j = (s - b) % buffers
-                        m.d.comb += weights[b].eq(entry.weights[j] if j < taps else 0)
+                        m.d.sync += weights[b].eq(entry.weights[j] if j < taps else 0)
         signed_weights = [w.as_signed() for w in weights]
         # (stalls: every stage moves when the output register is free)
         free = ~self.o.valid | self.o.ready
