@@ -5,8 +5,6 @@ clock of the word that shows it."""
 
 import struct
 
-import numpy as np
-import pytest
 from amaranth.sim import Simulator
 
 from dlforge.host.resize_request import Resize

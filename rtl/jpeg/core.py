@@ -14,7 +14,8 @@ With ``resample_taps`` the core has a resampler after the colour stage
 (:class:`~dlforge.rtl.resample.resampler.Resampler`): a file whose first beat has ``resize``
 set begins with a resize request (:mod:`dlforge.rtl.resample.request`), read a word a clock
 into the resampler's tables, and the core sends the cropped and resized image (beats of up
-to ``resample_lanes`` pixels: 4 keeps the raster's rate) instead of the decoded one; the header gives the output size.  A request the core
+to ``resample_lanes`` pixels: 4 keeps the raster's rate) instead of the decoded one; the
+header gives the output size.  A request the core
 cannot follow (malformed, sizes out of its limits, a table that would never finish, a box
 outside the image) ends the file with ``BAD_RESIZE`` and no pixels; the rest of the file is
 read and dropped, so the next file starts clean.
@@ -36,11 +37,11 @@ from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .marker_parser import MarkerParser
 from .packets import HeaderLayout, OutputKind, TrailerLayout, input_layout, output_layout
 from .raster import PIXELS_PER_BEAT, Raster
-
-assert PIXELS_PER_BEAT == LANES, "the resampler takes the raster's beats as they are"
 from .status import JpegStatus
 
 __all__ = ["JpegCore"]
+
+assert PIXELS_PER_BEAT == LANES, "the resampler takes the raster's beats as they are"
 
 
 class JpegCore(wiring.Component):
@@ -248,7 +249,7 @@ class JpegCore(wiring.Component):
         offer = active & raster.o.valid
         # a raster beat goes in as it is (4 lanes), or in parts of ``lanes`` pixels
         lanes = self.resample_lanes
-        part = Signal(range(max(2, LANES // lanes)))            # the part of the beat offered now
+        part = Signal(range(max(2, LANES // lanes)))    # the part of the beat offered now
         left = Signal(range(LANES + 1))                 # the beat's pixels from that part on
         count = Signal(range(lanes + 1))
         m.d.comb += [left.eq(beat.count - part * lanes),

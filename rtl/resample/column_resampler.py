@@ -3,15 +3,15 @@ weighted sum of up to ``taps`` consecutive input rows by Pillow's integer arithm
 of up to four pixels a clock each way (``sim/resample_model.py`` is the golden model; the
 table is :mod:`.table`'s, newest row first).
 
-Input row ``r`` goes into line buffer ``r mod (taps + 1)``.  A buffer is four memories,
-one per column mod 4, so that a beat of any four adjacent pixels is written in one clock
+Input row ``r`` goes into line buffer ``r mod (taps + 1)``.  A buffer is ``lanes`` (4)
+memories, one per column mod 4, so that a beat of any four adjacent pixels is written in one clock
 wherever it starts.  Output row ``y`` is made once its ``need`` row has arrived: every
 buffer is read at the same four columns in one clock, and each buffer's weight is picked
 from the entry by the row it holds (weight ``(need - b) mod (taps + 1)``).  The spare
 buffer lets the next input row come in while an output row is made: input row ``r`` may be
 written while ``r <= need + 1``, so it never overwrites a row the current output reads.  The
-products are registered before the adder tree, so an output word leaves three clocks after
-its read.
+products are registered before the adder tree, and the per-buffer weights once per row,
+so an output word leaves three clocks after its read.
 """
 
 from amaranth import Module, Mux, Signal, unsigned

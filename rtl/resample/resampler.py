@@ -2,7 +2,7 @@
 (``Image.crop(box).resize(size, BILINEAR)``), bit-exact; the golden model is
 ``sim/resample_model.crop_resize``.
 
-A decoded image comes in as rows (``last`` on each row's final pixel).  The crop stage keeps
+A decoded image comes in as rows (``last`` on each row's final beat).  The crop stage keeps
 the pixels inside the box and drops the rest; the two passes follow in the order Pillow runs
 them, chosen per image by ``vertical_first`` (Pillow 13: vertical first when the height
 loses more than twice as many pixels as the width; ``resample_model.vertical_first``), since

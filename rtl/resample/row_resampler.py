@@ -2,17 +2,18 @@
 Pillow's integer arithmetic out, a beat of up to four pixels a clock each way
 (``sim/resample_model.py`` is the golden model; the table is :mod:`.table`'s).
 
-Output pixel ``x`` of a row is ``clip8((2**21 + sum(in[need - j] * w[j])) >> 22)``.  The
-input goes through a window of the newest ``taps + 3`` pixels, shifted by a whole beat
-(1 to 4 pixels) a clock.  Four output units read the table entries of the next four
-columns (a fifth read tells whether the input may move on); unit ``j`` is ready once its
-``need`` has arrived, and reads its taps at offset ``received - 1 - need`` (0 to 3) from
-the newest pixel.  The ready units that lead go out together as one beat.  A beat is taken
-only if the first output not made in this clock would still find all its taps in the
-window afterwards, so no input is lost before it is used.  Shrinking and copying run at a
-beat a clock; stretching at four outputs a clock.  The products are registered before the
-adder tree (``weighted_pixel``'s stage), so an output leaves two clocks after it is made.  Rows are delimited by ``last``; the
-output marks its rows' last beats too.
+Output pixel ``x`` of a row is ``clip8((2**21 + sum(in[need - j] * w[j])) >> 22)``.  With
+``lanes`` = 4 (1 and 2 alike): the input goes through a window of the newest ``taps + 3``
+pixels, shifted by a whole beat (1 to 4 pixels) a clock.  Four output units read the table
+entries of the next four columns (a fifth read tells whether the input may move on); unit
+``j`` is ready once its ``need`` has arrived, and reads its taps at offset ``received - 1 -
+need`` (0 to 3) from the newest pixel.  The ready units that lead go out together as one
+beat.  A beat is taken only if the first output not made in this clock would still find
+all its taps in the window afterwards, so no input is lost before it is used.  Shrinking
+and copying run at a beat a clock; stretching at four outputs a clock.  The products are
+registered before the adder tree (``weighted_pixel``'s stage), so an output leaves two
+clocks after it is made.  Rows are delimited by ``last``; the output marks its rows' last
+beats too.
 """
 
 from amaranth import Module, Mux, Signal, unsigned
