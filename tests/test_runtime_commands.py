@@ -127,6 +127,20 @@ def test_decode_on_the_cpu(tmp_path, capsys):
     assert line.startswith("ok") and "37x41" in line
 
 
+def _pillow_resize_crop(path, resize, crop, scale=1):
+    """torchvision's Resize(resize) then CenterCrop(crop) on Pillow's decode of ``path``
+    (drafted to 1/scale first), its rules written out here."""
+    with Image.open(path) as im:
+        if scale > 1:
+            im.draft("RGB", (im.width // scale, im.height // scale))
+        im = im.convert("RGB")
+        w, h = im.size
+        size = (resize, int(resize * h / w)) if w <= h else (int(resize * w / h), resize)
+        im = im.resize(size, Image.Resampling.BILINEAR)
+        left, top = int(round((size[0] - crop) / 2)), int(round((size[1] - crop) / 2))
+        return np.asarray(im.crop((left, top, left + crop, top + crop)))
+
+
 def test_decode_with_resize_and_crop(tmp_path, capsys):
     """`--resize N --crop C`: torchvision's Resize then CenterCrop, Pillow's pixels, done by
     the simulated board's resamplers (the CPU's Pillow gives the same); `--transform train`
@@ -142,13 +156,7 @@ def test_decode_with_resize_and_crop(tmp_path, capsys):
         assert [r["resized"] for r in report["files"]] == \
             (["device", "device", "host"] if device == "sim" else ["host"] * 3)
         for path in photos:
-            with Image.open(path) as im:
-                im = im.convert("RGB")
-                w, h = im.size
-                size = (40, int(40 * h / w)) if w <= h else (int(40 * w / h), 40)
-                im = im.resize(size, Image.Resampling.BILINEAR)
-                left, top = int(round((size[0] - 32) / 2)), int(round((size[1] - 32) / 2))
-                want = np.asarray(im.crop((left, top, left + 32, top + 32)))
+            want = _pillow_resize_crop(path, 40, 32)
             with Image.open(out / f"{Path(path).stem}.png") as got:
                 assert np.array_equal(np.asarray(got), want), (device, path)
         assert main(["decode", "--device", device, "--transform", "train", "--size", "24",
@@ -304,14 +312,7 @@ def test_decode_and_stream_with_a_scale(tmp_path, capsys):
         if device == "sim":
             assert "do not scale in the DCT domain" in rows[0]["error"]
         for path in photos:
-            with Image.open(path) as im:
-                im.draft("RGB", (im.width // 2, im.height // 2))
-                im = im.convert("RGB")
-                w, h = im.size
-                size = (16, int(16 * h / w)) if w <= h else (int(16 * w / h), 16)
-                im = im.resize(size, Image.Resampling.BILINEAR)
-                left, top = int(round((size[0] - 12) / 2)), int(round((size[1] - 12) / 2))
-                want = np.asarray(im.crop((left, top, left + 12, top + 12)))
+            want = _pillow_resize_crop(path, 16, 12, scale=2)
             assert np.array_equal(np.load(out / f"{Path(path).stem}-s2.npy"), want), path
     # without a resize: the scaled image itself
     assert main(["decode", "--device", "cpu", "--scale", "1/4", "--out", str(tmp_path / "q"),
