@@ -7,7 +7,7 @@ import sys
 from .blocks import BLOCKS, get_block
 from .axi_command import add_axi_command
 from .board_commands import add_board_commands
-from .runtime_commands import add_runtime_commands
+from .runtime_commands import _scale as _scale_arg, add_runtime_commands
 
 __all__ = ["main"]
 
@@ -231,6 +231,10 @@ def build_parser():
                             "the CPU pipeline (Pillow decode + the same transform) on "
                             "ImageNet-size photos (default passes 4); device: eval only, "
                             "the files again resized by the cores (keep_pace)")
+    bench.add_argument("--scale", type=_scale_arg, default=1, metavar="1/N",
+                       help="device: the files again decoded at 1/2, 1/4 or 1/8 by the cores' "
+                            "reduced IDCTs (with --transform eval: then resized), beside the "
+                            "full-size decode")
     bench.add_argument("--batches", type=int, default=3, metavar="N",
                        help="loader: times the rounds are streamed; the median batch's "
                             "figure counts (default 3)")

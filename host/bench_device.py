@@ -12,7 +12,11 @@ counters, beside the core fed directly and libjpeg-turbo on one CPU core, in one
 * ``cpu``: libjpeg-turbo's megapixels per second on one core, on the same files;
 * ``worth``: megapixels and ImageNet-size images (500x375) per second of one device at a
   clock: 250 MHz (a PCIe card's XDMA clock: no Xilinx timing has been measured) and the ECP5
-  decoder core's measured Fmax, and the CPU cores that replaces.
+  decoder core's measured Fmax, and the CPU cores that replaces;
+* ``--scale 1/2|1/4|1/8``: the same files again decoded at that scale by the cores' reduced
+  IDCTs (then the eval pipeline with ``--transform eval``), each image compared with
+  libjpeg-turbo's scaled decode (and Pillow's resize and crop of it), and the input pixels a
+  clock beside the full-size decode's.
 """
 
 import hashlib
@@ -52,15 +56,19 @@ def _reference(named):
             for _, data in named]
 
 
-def _run(device, named, expected, resizes=None):
-    """Decode ``named`` on ``device`` (each with its Resize of ``resizes``, if given);
-    returns (the device's span in cycles, replies, wall seconds, mismatches)."""
-    if resizes is None:
+def _run(device, named, expected, resizes=None, scale=1, sizes=None):
+    """Decode ``named`` on ``device`` (each with its Resize of ``resizes``, if given; at
+    1/``scale``, ``sizes`` the scaled ones); returns (the device's span in cycles, replies,
+    wall seconds, mismatches)."""
+    if resizes is None and scale == 1:
         jobs = [(name, data, False) for name, data in named]
-    else:
+    elif scale == 1:
         # (each Resize's box is its whole image: eval_request)
         jobs = [(name, data, False, (r.box[2], r.box[3]), r)
                 for (name, data), r in zip(named, resizes)]
+    else:
+        jobs = [(name, data, False, size, None if resizes is None else resizes[k], scale)
+                for k, ((name, data), size) in enumerate(zip(named, sizes))]
     device.open_span()
     began = time.perf_counter()
     replies = list(device.decode_jpegs(iter(jobs)))
@@ -74,13 +82,16 @@ def _run(device, named, expected, resizes=None):
     return cycles, replies, wall, bad
 
 
-def _with_transform(device, named, expected, transform):
-    """The files again through ``transform`` ("eval": Resize(256), CenterCrop(224)) on the
-    device: (span cycles, replies, mismatches against Pillow)."""
+def _with_transform(device, named, expected, transform, scale=1):
+    """The files again through ``transform`` ("eval": Resize(256), CenterCrop(224); None:
+    none) on the device, decoded at 1/``scale`` (``expected``: the images at that scale):
+    (span cycles, replies, mismatches against Pillow)."""
     from .transforms import eval_request
-    resizes = [eval_request(want.shape[1], want.shape[0]) for want in expected]
-    wanted = [r.apply(want) for r, want in zip(resizes, expected)]
-    cycles, replies, _, bad = _run(device, named, wanted, resizes)
+    sizes = [(want.shape[1], want.shape[0]) for want in expected]
+    resizes = None if transform is None else [eval_request(*size) for size in sizes]
+    wanted = expected if resizes is None else [r.apply(want)
+                                               for r, want in zip(resizes, expected)]
+    cycles, replies, _, bad = _run(device, named, wanted, resizes, scale, sizes)
     return cycles, replies, bad
 
 
@@ -101,7 +112,7 @@ def _cpu_rate(named, repeat=3):
 
 
 def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes=None,
-                 conv=False, reference=True, transform=None, **board):
+                 conv=False, reference=True, transform=None, scale=1, **board):
     """The figures as a dict (see the module docstring); ``conv``: the board with the engine;
     ``transform="eval"``: the same files again through torchvision's eval pipeline on the
     cores' resamplers, and the device's input pixels per clock then beside without.
@@ -128,6 +139,10 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
         cycles, replies, wall, bad = _run(device, named, expected)
         if transform is not None:
             resized = _with_transform(device, named, expected, transform)
+        if scale > 1:
+            from .scaled_decode import scaled_decode
+            small = [scaled_decode(data, scale) for _, data in named]
+            scaled = _with_transform(device, named, small, transform, scale)
         info = device.info()
     failures += [f"device: {b}" for b in bad]
     report |= {"device_cycles": cycles, "pixels_per_clock": pixels / cycles,
@@ -183,6 +198,21 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
             "what": "the same files again, each cropped and resized by the cores' "
                     "resamplers; keep_pace is the input pixels per clock with them over "
                     "without (target 0.95)"}
+    if scale > 1:
+        s_cycles, s_replies, s_bad = scaled
+        failures += [f"device, 1/{scale}: {b}" for b in s_bad]
+        report["scaled"] = {
+            "scale": f"1/{scale}",
+            "transform": transform,
+            "device_cycles": s_cycles,
+            "input_pixels_per_clock": pixels / s_cycles,
+            "speedup": (pixels / s_cycles) / report["pixels_per_clock"],
+            "resized_on_device": sum(r.resized == "device" for r in s_replies),
+            "checked": "every image equal to libjpeg-turbo's scaled decode (simplejpeg at "
+                       "exactly 1/scale)" + (", then Pillow's resize and crop of it"
+                                             if transform else "") + ", in this run",
+            "what": "the same files again, decoded at the scale by the cores' reduced IDCTs; "
+                    "input pixels are the full-size images' (the work a file stands for)"}
     report["files"] = rows
     report["failures"] = failures
     report["ok"] = not failures
@@ -213,6 +243,12 @@ def print_table(report, out):
                      f"{t['input_pixels_per_clock']:.3f} input pixels/clock, "
                      f"{t['keep_pace']:.3f} of the rate without "
                      f"({t['resized_on_device']} resized on the device)")
+    if "scaled" in report:
+        t = report["scaled"]
+        lines.append(f"decoded at {t['scale']}{' with ' + t['transform'] if t['transform'] else ''}"
+                     f" on the cores: {t['input_pixels_per_clock']:.3f} input pixels/clock, "
+                     f"{t['speedup']:.2f}x the full-size decode "
+                     f"({t['resized_on_device']} resized on the device)")
     lines.append(f"simulator: {report['simulated_cycles_per_second'] / 1e6:.2f} M cycles/s, "
                  f"{report['decoded_megapixels_per_wall_second']:.2f} decoded MP per wall "
                  f"second")
@@ -227,7 +263,8 @@ def main(args):
     report = bench_device(args.files or None, corpus=args.corpus or "photos", limit=args.limit,
                           cores=args.cores, link_bytes=args.link_bytes, conv=args.conv,
                           reference=not args.no_reference,
-                          transform=getattr(args, "transform", None))
+                          transform=getattr(args, "transform", None),
+                          scale=getattr(args, "scale", 1))
     if args.json:
         print(json.dumps(report, indent=2))
     else:

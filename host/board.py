@@ -49,10 +49,12 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
+from ..rtl.jpeg.scaling import scale_word
 from ..rtl.jpeg.status import JpegStatus
 from ..rtl.link.jpeg_reply import END_RECORD, parse_end
 from ..rtl.link.protocol import (LINK_WIDTHS, MAX_PAYLOAD, REQUEST_CLOSE, VERSION, Opcode,
-                                 Register, Status, parse_array_word, request_status)
+                                 Register, Status, parse_array_word, parse_scales_word,
+                                 request_status)
 from .device import Device, JpegReply
 from .jpeg_work import decode_work
 from .link.frame_link import FrameLink
@@ -98,19 +100,23 @@ class _Attempt:
 
 class _Job:
     __slots__ = ("index", "key", "data", "fast", "tries", "why", "pixel_bytes", "work",
-                 "credit", "resize", "host_resize")
+                 "credit", "resize", "host_resize", "scale")
 
     def __init__(self, index, key, data, fast, size=None, credit=0, resize=None,
-                 request=b""):
+                 request=b"", scale=1):
         # resize: a Resize the device does (``request``: its bytes, which lead the file's),
-        # or the host after a plain decode (``request`` empty)
+        # or the host after a plain decode (``request`` empty); scale: the cores decode at
+        # 1/scale (a scale word leads the file's bytes; ``size`` is the scaled one)
         self.index, self.key, self.fast = index, key, fast
         self.resize, self.host_resize = resize, resize is not None and not request
+        self.scale = scale
         self.work = decode_work(data) if data else 0    # a core's clocks for it, estimated
         if request:
             size = resize.out_size
             self.work += len(request) / 4   # (read a word a clock)
             data = request + bytes(data)
+        if scale > 1:
+            data = scale_word(scale) + bytes(data)
         self.data = data
         self.pixel_bytes = size[0] * size[1] * 3 if size and size[0] and size[1] else 0
         self.credit = credit                # the bytes it takes in its core's input FIFO
@@ -158,7 +164,7 @@ class Board(Device):
             regs = self.read_regs(Register.VERSION, 8)
             if regs[Register.VERSION] >> 16 == VERSION >> 16:
                 width, fifo = self.read_regs(Register.LINK_WIDTH, 2)
-                taps, largest = self.read_regs(Register.RESAMPLE_TAPS, 2)
+                taps, largest, scales = self.read_regs(Register.RESAMPLE_TAPS, 3)
         except LinkTimeout as exc:
             self.close()
             raise DeviceUnreachable(f"no answer from {self.name}: is it an accelerator "
@@ -196,6 +202,8 @@ class Board(Device):
         #: crop and output (width, height)
         self.resample_taps = taps
         self.resample_max = (largest & 0xFFFF, largest >> 16)
+        #: the denominators its cores decode at (1/2, 1/4, 1/8: the reduced IDCTs)
+        self.scales = parse_scales_word(scales)
         self.max_payload = regs[Register.MAX_PAYLOAD] or MAX_PAYLOAD
         self.reply_payload = regs[Register.REPLY_PAYLOAD] or MAX_PAYLOAD
         self.array = regs[Register.ARRAY]
@@ -412,7 +420,7 @@ class Board(Device):
         the DMA link the engine frames the file: it is posted here, and nothing returned)."""
         tag = self._tag()
         status = request_status(job.fast, core, resize=job.resize is not None
-                                and not job.host_resize)
+                                and not job.host_resize, scale=job.scale > 1)
         credit = job.credit
         self._outstanding[core] += credit
         self._work[core] += job.work
@@ -595,12 +603,17 @@ class Board(Device):
             if self._attempts and time.monotonic() - self.link.last_activity > self.timeout:
                 self._silent(retry)
 
-    def _job(self, index, key, data, fast, size=None, resize=None):
+    def _job(self, index, key, data, fast, size=None, resize=None, scale=1):
         """A :class:`_Job`, or the JpegReply of a resize that cannot apply to the file.
 
         A resize goes to the device when its cores have a resampler that can do it (taps,
         limits); else the device decodes and the host resizes (the same pixels: both are
-        Pillow's).  A box outside the image, or an empty output, is refused here."""
+        Pillow's).  A box outside the image, or an empty output, is refused here.  A scale
+        other than 1 needs cores that scale (``scales``): ``size`` is then the scaled size,
+        and the resize applies to the scaled image."""
+        if scale not in self.scales:
+            raise ValueError(f"{self.name} decodes at 1/{', 1/'.join(map(str, self.scales))}"
+                             f", not 1/{scale}")
         request = b""
         if resize is not None:
             try:
@@ -615,8 +628,9 @@ class Board(Device):
                     request = resize.request(self.resample_taps, self.resample_max)
                 except ValueError:
                     request = b""           # beyond the device's resampler: the host's job
-        return _Job(index, key, data, fast, size, self._credit(len(data) + len(request)),
-                    resize, request)
+        head = len(request) + (len(scale_word(scale)) if scale > 1 else 0)
+        return _Job(index, key, data, fast, size, self._credit(len(data) + head),
+                    resize, request, scale)
 
     def _finish(self, attempt, record, results, retry):
         job = attempt.job

@@ -21,7 +21,7 @@ import numpy as np
 from ..rtl.jpeg.status import JpegStatus
 from .device import open_device
 from .jpeg_precheck import precheck
-from .scaled_decode import SCALES, scaled_decode
+from .scaled_decode import SCALES, scaled_decode, scaled_size
 
 __all__ = ["DecodeResult", "DecoderService", "describe_status", "UPSAMPLING"]
 
@@ -101,9 +101,9 @@ class DecoderService:
         size from the header; the result then holds the resized pixels (the device's
         resampler, or Pillow's where the device cannot, or for the CPU fallback: the same
         pixels either way).  ``scale`` 2, 4 or 8: libjpeg-turbo's scaled decode (the
-        resize then sees the scaled size), on the host: the cores do not scale yet
-        (``host/scaled_decode.py``); a result of the cpu device is ``ok``, a board's is
-        ``fallback`` with the reason."""
+        resize then sees the scaled size): on the device's cores where they have the reduced
+        IDCTs (``device.scales``), else on the host (``host/scaled_decode.py``) as a
+        ``fallback`` that says why."""
         if scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES} (1/scale), not {scale!r}")
         held = {}                           # index -> result decided on the host
@@ -113,8 +113,16 @@ class DecoderService:
                 name, data = self._load(index, item)
                 status, width, height = precheck(data, self.device.max_width,
                                                  self.device.max_height)
-                if status == JpegStatus.OK and scale > 1:
-                    held[index] = self._scaled(index, name, data, scale, resize)
+                if status == JpegStatus.OK and scale > 1 and scale in self.device.scales:
+                    width, height = scaled_size(width, height, scale)
+                    yield (_Key(index, name, data), data, self.fast, (width, height),
+                           None if resize is None else resize(index, name, width, height),
+                           scale)
+                elif status == JpegStatus.OK and scale > 1:
+                    held[index] = self._fallback(
+                        index, name, data, f"scale 1/{scale}: the device's cores were built "
+                        "without the reduced IDCTs (libjpeg-turbo on the host)", None, resize,
+                        scale)
                     yield _Key(index, name, None), None, self.fast
                 elif status == JpegStatus.OK:
                     if resize is None:
@@ -142,7 +150,8 @@ class DecoderService:
                                       resized=reply.resized)
             elif reply.status.unsupported:
                 result = self._fallback(index, name, data, reply.error
-                                        or describe_status(reply.status), reply.cycles, resize)
+                                        or describe_status(reply.status), reply.cycles, resize,
+                                        scale)
             else:
                 result = DecodeResult(index, name, "error", cycles=reply.cycles,
                                       error=reply.error or describe_status(reply.status))
@@ -157,17 +166,6 @@ class DecoderService:
             return str(item[0]), bytes(item[1])
         path = Path(item)
         return str(path), path.read_bytes()
-
-    def _scaled(self, index, name, data, scale, resize):
-        """A scaled decode, on the host (the cores have no reduced IDCT yet)."""
-        if getattr(self.device, "name", None) == "cpu":
-            result = self._fallback(index, name, data, None, None, resize, scale)
-            if result.status == "fallback":
-                result.status = "ok"                # (the cpu device is libjpeg-turbo)
-            return result
-        return self._fallback(index, name, data, f"scale 1/{scale}: the device's cores do "
-                              "not scale in the DCT domain (libjpeg-turbo on the host)",
-                              None, resize, scale)
 
     def _fallback(self, index, name, data, why, cycles, resize=None, scale=1):
         if scale > 1:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from ..rtl.jpeg.status import JpegStatus
+from .scaled_decode import SCALES, scaled_decode
 
 __all__ = ["Device", "CpuDevice", "JpegReply", "open_device", "DEVICE_HELP"]
 
@@ -47,10 +48,15 @@ class Device:
     max_width = DEFAULT_MAX_WIDTH
     max_height = DEFAULT_MAX_HEIGHT
 
+    #: the denominators of the scaled decodes it does itself (libjpeg-turbo's DCT-domain
+    #: downscale: ``scale`` in a job)
+    scales = (1,)
+
     def decode_jpegs(self, jobs):
         """``jobs``: iterable of (key, bytes, fast_upsampling[, (width, height) if known[,
-        resize]]), ``resize`` a :class:`~dlforge.host.resize_request.Resize` (or None) whose
-        pixels the reply then holds.  Yields a :class:`JpegReply` per job, in order;
+        resize[, scale]]]), ``resize`` a :class:`~dlforge.host.resize_request.Resize` (or
+        None) whose pixels the reply then holds, ``scale`` one of ``scales`` (the size is
+        then the scaled one, and the resize applies to the scaled image).  Yields a :class:`JpegReply` per job, in order;
         consumes ``jobs`` lazily (a bounded number ahead).  A job whose bytes are None is a
         placeholder (the host decided it): its reply keeps its place."""
         raise NotImplementedError
@@ -71,6 +77,7 @@ class Device:
 class CpuDevice(Device):
     """libjpeg-turbo (simplejpeg) and the golden models: every API on any machine."""
     name = "cpu"
+    scales = SCALES
 
     def decode_jpegs(self, jobs):
         import simplejpeg
@@ -78,9 +85,13 @@ class CpuDevice(Device):
             if data is None:
                 yield JpegReply(key, JpegStatus.OK)
                 continue
+            scale = rest[2] if len(rest) > 2 else 1
             try:
-                pixels = simplejpeg.decode_jpeg(bytes(data), colorspace="RGB", fastdct=False,
-                                                fastupsample=bool(fast))
+                if scale > 1:
+                    pixels = scaled_decode(data, scale, bool(fast))
+                else:
+                    pixels = simplejpeg.decode_jpeg(bytes(data), colorspace="RGB",
+                                                    fastdct=False, fastupsample=bool(fast))
             except (ValueError, RuntimeError) as exc:
                 yield JpegReply(key, JpegStatus.BAD_FRAME_HEADER, error=f"libjpeg-turbo: {exc}")
                 continue

@@ -1,9 +1,10 @@
 """libjpeg-turbo's scaled decode (1/2, 1/4, 1/8: the DCT-domain downscale of Pillow's
 ``Image.draft`` and simplejpeg's ``min_width``/``min_height``) on the host.
 
-The decoder cores do not scale yet (the reduced IDCTs exist in the golden model,
-``sim/jpeg_model.py``, not in the gateware), so a scaled decode is the host's job on every
-device; the service says so in each result.  simplejpeg chooses the coarsest of
+The cpu device decodes with it, and so does the service's fallback: files the device
+cannot take, and scaled decodes on a device whose cores were built without the reduced
+IDCTs (``Register.SCALES``; the default simulated board's cores have them, so there the
+cores scale, ``rtl/jpeg/scaling.py``).  simplejpeg chooses the coarsest of
 libjpeg-turbo's M/8 scales whose output is at least the size asked for, which is exactly
 1/scale unless another M/8 gives the same size (images of a few pixels); those go through
 the golden model, which is bit-exact to libjpeg-turbo's scaled decode

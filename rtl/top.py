@@ -24,13 +24,13 @@ from amaranth.lib.wiring import In, Out
 from .conv.engine import ConvEngine
 from .jpeg.core import JpegCore
 from .jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
-
 from .jpeg.packets import input_layout
+from .jpeg.scaling import SCALES
 from .link.control import LinkControl
 from .link.conv_link import ConvReplier, WordRegroup
 from .link.jpeg_reply import TAG_BITS, JpegReplier
 from .link.protocol import (CORE_SHIFT, LINK_WIDTHS, MAX_CORES, MAX_PAYLOAD, VERSION, Opcode,
-                            Register, Status, array_word)
+                            Register, Status, array_word, scales_word)
 
 __all__ = ["AcceleratorTop", "CoreFeed", "ENGINE_HOLD"]
 
@@ -42,19 +42,21 @@ ENGINE_HOLD = 64
 
 def _fifo_entry(w):
     return data.StructLayout({"data": 8 * w, "bytes": range(w + 1), "last": 1, "fast": 1,
-                              "resize": 1, "tag": TAG_BITS})
+                              "resize": 1, "scale": 1, "tag": TAG_BITS})
 
 
 class CoreFeed(wiring.Component):
     """One core's input: W-byte link beats queued (a W-wide FIFO, filled at link speed),
     then taken apart into the core's 4-byte beats (W = 1: the core's byte beats)."""
 
-    def __init__(self, link_bytes, depth, resize=False):
+    def __init__(self, link_bytes, depth, resize=False, scaling=False):
         self.link_bytes, self.depth, self.resize = link_bytes, depth, resize
+        self.scaling = scaling
         self.core_bytes = 1 if link_bytes == 1 else 4
         super().__init__({"i": In(stream.Signature(_fifo_entry(link_bytes))),
                           "o": Out(stream.Signature(input_layout(self.core_bytes, TAG_BITS,
-                                                                 resize=resize)))})
+                                                                 resize=resize,
+                                                                 scaling=scaling)))})
 
     def elaborate(self, platform):
         m = Module()
@@ -78,6 +80,8 @@ class CoreFeed(wiring.Component):
                      out.tag.eq(head.tag)]
         if self.resize:
             m.d.comb += out.resize.eq(head.resize)
+        if self.scaling:
+            m.d.comb += out.scale.eq(head.scale)
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += k.eq(k + 1)
             with m.If(final):
@@ -91,7 +95,7 @@ class AcceleratorTop(wiring.Component):
                  max_payload=MAX_PAYLOAD, input_fifo_bytes=64, conv=None, reply_payload=None,
                  register_port=False, link_bytes=1, engine_clock=False, resample_taps=0,
                  resample_lanes=4,
-                 resample_max=(1024, 1024)):
+                 resample_max=(1024, 1024), scaling=False):
         # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
         # the link's control plane, to bring up a board's link)
         problem = None
@@ -104,6 +108,8 @@ class AcceleratorTop(wiring.Component):
                        f"link_bytes ({link_bytes}), at least two beats")
         elif resample_taps and link_bytes == 1:
             problem = "a resampler needs a link of 4 bytes or more (its cores read words)"
+        elif scaling and link_bytes == 1:
+            problem = "scaled decoding needs a link of 4 bytes or more (its cores read words)"
         if problem:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
             raise ValueError(problem)
@@ -115,6 +121,8 @@ class AcceleratorTop(wiring.Component):
         self.resample_taps = resample_taps if cores else 0
         self.resample_lanes = resample_lanes        # its pixels a clock (JpegCore)
         self.resample_max = tuple(resample_max)
+        # scaling: the cores' reduced IDCTs (decodes at 1/2, 1/4, 1/8 that ask for it)
+        self.scaling = bool(scaling and cores)
         # Replies may use larger frames than requests (a reply buffer per core instead of the
         # receiver's two slots): fewer frames per image for the host to handle.
         self.reply_payload = max_payload if reply_payload is None else reply_payload
@@ -151,7 +159,8 @@ class AcceleratorTop(wiring.Component):
                   Register.ARRAY: 0, Register.LINK_BYTES: 0,
                   Register.RESAMPLE_TAPS: self.resample_taps,
                   Register.RESAMPLE_MAX: self.resample_max[0] | self.resample_max[1] << 16
-                  if self.resample_taps else 0}
+                  if self.resample_taps else 0,
+                  Register.SCALES: scales_word(SCALES if self.scaling else (1,))}
         if self.conv:
             c = self.conv
             values |= {Register.ARRAY: array_word(c), Register.LINK_BYTES: c.link_bytes,
@@ -181,10 +190,11 @@ class AcceleratorTop(wiring.Component):
 
         cores, feeds, repliers = [], [], []
         for k in range(n):
-            feed = CoreFeed(w, self.input_fifo_bytes // w, resize=bool(self.resample_taps))
+            feed = CoreFeed(w, self.input_fifo_bytes // w, resize=bool(self.resample_taps),
+                            scaling=self.scaling)
             core = JpegCore(self.max_width, self.max_height, feed.core_bytes, TAG_BITS,
                             resample_taps=self.resample_taps, resample_max=self.resample_max,
-                            resample_lanes=self.resample_lanes)
+                            resample_lanes=self.resample_lanes, scaling=self.scaling)
             m.submodules[f"core{k}"] = ResetInserter(reset)(core)
             m.submodules[f"feed{k}"] = ResetInserter(reset)(feed)
             replier = JpegReplier(self.reply_payload, w)
@@ -236,6 +246,7 @@ class AcceleratorTop(wiring.Component):
                          to_core.bytes.eq(Mux(beat.last & (rest != 0), rest, w)),
                          to_core.last.eq((h.opcode == Opcode.JPEG_END) & beat.last),
                          to_core.fast.eq(h.status[0]), to_core.resize.eq(h.status[2]),
+                         to_core.scale.eq(h.status[3]),
                          to_core.tag.eq(h.tag)]
             for k, feed in enumerate(feeds):
                 m.d.comb += feed.i.payload.eq(to_core)

@@ -11,10 +11,12 @@ from dlforge.rtl.jpeg.huffman_decoder import MAX_COMPONENTS, ScanLayout
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
 
 from .idct_model import idct_islow
+from .idct_reduced_model import idct_reduced
 from .jpeg_entropy import blocks_in_scan_order, decode_scan
+from .jpeg_model import component_sizes
 
 __all__ = ["dht_bodies", "dqt_bodies", "scan_config", "scan_beat", "scan_bytes",
-           "expected_blocks", "expected_samples"]
+           "expected_blocks", "expected_samples", "expected_rows"]
 
 
 def dht_bodies(data, headers):
@@ -67,3 +69,22 @@ def expected_samples(data, headers):
         natural[i, list(ZIGZAG)] = zz
         quant[i] = headers.quant[headers.components[comp].tq].reshape(64)
     return idct_islow(natural.reshape(-1, 8, 8), quant.reshape(-1, 8, 8)).reshape(-1)
+
+
+def expected_rows(data, headers, scale=1):
+    """The block rows the IDCT hands the raster stage, scan order: each a list of 8 samples,
+    a block of IDCT size ``size`` giving ``size`` rows with its samples in the first
+    ``size`` places (zeros after).  ``scale``: 1, 2, 4, 8 (a scaled decode's reduced IDCTs,
+    each component at ``component_sizes``)."""
+    sizes = component_sizes(headers, scale)
+    rows = []
+    for comp, zz in expected_blocks(data, headers):
+        natural = np.zeros(64, dtype=np.int64)
+        natural[list(ZIGZAG)] = zz
+        quant = headers.quant[headers.components[comp].tq].reshape(8, 8)
+        size = sizes[comp]
+        block = idct_islow(natural.reshape(1, 8, 8), quant[None]) if size == 8 else \
+            idct_reduced(natural.reshape(1, 8, 8), quant[None], size)
+        for row in block.reshape(size, size):
+            rows.append([int(v) for v in row] + [0] * (8 - size))
+    return rows

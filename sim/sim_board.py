@@ -245,6 +245,8 @@ def _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart
         taps = DEFAULTS["resample_taps"] if resample_taps is None else int(resample_taps)
         if taps and cores:
             params["resample_taps"] = taps
+        if cores:                       # the reduced IDCTs: scaled decodes (word-wide cores)
+            params["scaling"] = True
     elif input_fifo_bytes != 64:
         params |= {"input_fifo_bytes": int(input_fifo_bytes)}
     if uart is None:                    # the stream build
@@ -286,6 +288,7 @@ def _verilog(params):
                              link_bytes=params.get("link_bytes", 1),
                              input_fifo_bytes=params.get("input_fifo_bytes", 64),
                              resample_taps=params.get("resample_taps", 0),
+                             scaling=params.get("scaling", False),
                              engine_clock=True)         # (the wrapper gates it)
     return verilog.convert(top, name=TOP_NAME, emit_src=False)
 

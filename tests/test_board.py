@@ -149,6 +149,32 @@ def test_crop_and_resize_on_the_cores(board):
     assert sum(after["errors"]) - sum(before["errors"]) == 1          # (the core's refusal)
 
 
+def test_scaled_decodes_on_the_cores(board):
+    """1/2, 1/4, 1/8 on the cores (a scale word before each file): libjpeg-turbo's scaled
+    decode, pixel for pixel (simplejpeg at exactly 1/scale), a resize on the scaled image on
+    the device, and plain files between them."""
+    from dlforge.host.resize_request import Resize
+    from dlforge.host.scaled_decode import scaled_decode, scaled_size
+    assert board.scales == (1, 2, 4, 8)
+    files = _photos(5, seed=7)
+    sizes = [Image.open(io.BytesIO(f)).size for f in files]
+    jobs = [(0, files[0], False, scaled_size(*sizes[0], 2), None, 2),
+            (1, files[1], False, scaled_size(*sizes[1], 4), None, 4),
+            (2, files[2], False, sizes[2]),
+            (3, files[3], True, scaled_size(*sizes[3], 8), None, 8),
+            (4, files[4], False, scaled_size(*sizes[4], 2),
+             Resize((0, 0, *scaled_size(*sizes[4], 2)), (40, 30)), 2)]
+    replies = list(board.decode_jpegs(jobs))
+    assert [r.status.name for r in replies] == ["OK"] * 5
+    assert [r.resized for r in replies] == [None] * 4 + ["device"]
+    for job, reply in zip(jobs, replies):
+        scale = job[5] if len(job) > 5 else 1
+        want = scaled_decode(job[1], scale, job[2])
+        if len(job) > 4 and job[4] is not None:
+            want = job[4].apply(want)
+        assert np.array_equal(reply.pixels, want), job[0]
+
+
 def test_convolution_layer_on_the_board(board):
     cfg = engine_config(board)
     layer = LayerShape("demo", 16, 10, 12, 24, (3, 3), 1, 1, relu=True, pool=True)

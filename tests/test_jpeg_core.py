@@ -91,6 +91,106 @@ def test_invalid_parameters():
         JpegCore(input_bytes=2)
 
 
+def _core_files(core, files):
+    """``files`` ((bytes, resize flag, scale flag) each) through ``core`` in the Amaranth
+    simulator, back to back: the DecodedImages."""
+    from amaranth.sim import Simulator
+
+    from dlforge.rtl.jpeg.packets import input_beats, parse_output
+
+    beats = []
+    for tag, (data, resize, scale) in enumerate(files):
+        beats += input_beats(data, tag=tag, input_bytes=4,
+                             resize=resize if core.resample_taps else None,
+                             scale=scale if core.scaling else None)
+    out = []
+
+    async def feed(ctx):
+        for b in beats:
+            ctx.set(core.i.valid, 1)
+            ctx.set(core.i.payload.as_value(), b)
+            await ctx.tick().until(core.i.ready)
+        ctx.set(core.i.valid, 0)
+
+    async def drain(ctx):
+        ctx.set(core.o.ready, 1)
+        images = 0
+        while images < len(files):
+            _, _, valid, payload = await ctx.tick().sample(core.o.valid, core.o.payload)
+            if valid:
+                out.append(payload.as_value().value)
+                images += bool(payload.last)
+
+    sim = Simulator(core)
+    sim.add_clock(1e-8)
+    sim.add_testbench(feed, background=True)
+    sim.add_testbench(drain)
+    sim.run()
+    return parse_output(out)
+
+
+def _small_jpeg(subsampling, size=(29, 22), quality=85, at=(100, 200), gray=False):
+    """A piece of a real photo, written by Pillow's libjpeg-turbo encoder."""
+    import io
+
+    import skimage.data
+    from PIL import Image
+
+    buf = io.BytesIO()
+    y, x = at
+    image = Image.fromarray(skimage.data.astronaut()[y:y + size[1], x:x + size[0]])
+    image = image.convert("L") if gray else image
+    image.save(buf, "JPEG", quality=quality, subsampling=subsampling)
+    return buf.getvalue()
+
+
+@pytest.mark.slow
+def test_scaled_decodes_on_the_core():
+    """A scale word before the file: the reduced IDCTs and the raster's smaller blocks give
+    libjpeg-turbo's scaled decode (the golden model, itself equal to libjpeg-turbo) at every
+    scale and sampling; a bad scale word is refused with the next file fine; a scaled file
+    with a resize request is resized on its scaled size."""
+    import numpy as np
+
+    from dlforge.host.resize_request import Resize
+    from dlforge.rtl.jpeg.scaling import scale_word
+    from dlforge.sim.jpeg_model import decode
+    from dlforge.sim.resample_model import apply_request
+
+    core = JpegCore(max_width=64, max_height=64, input_bytes=4, resample_taps=7,
+                    resample_max=(64, 64), scaling=True)
+    files, wants = [], []
+    # (Pillow's subsampling 0, 1, 2: 4:4:4, 4:2:2, 4:2:0)
+    for sub, scale in [(2, 2), (0, 4), (1, 8), (2, 8), (0, 2), (1, 1), (2, 4)]:
+        jpeg = _small_jpeg(sub, size=(37, 29))
+        files.append((scale_word(scale) + jpeg, False, True))
+        wants.append(decode(jpeg, scale=scale).pixels)
+    gray = _small_jpeg(0, size=(19, 13), gray=True)
+    files.append((scale_word(4) + gray, False, True))
+    wants.append(decode(gray, scale=4).pixels)
+    jpeg = _small_jpeg(2, size=(37, 29))
+    files.append((b"SCL\x04" + jpeg, False, True))            # a scale the core lacks
+    wants.append("BAD_SCALE")
+    files.append((b"XCL\x01" + jpeg, False, True))            # a wrong magic
+    wants.append("BAD_SCALE")
+    files.append((jpeg, False, False))                         # the next file: fine
+    wants.append(decode(jpeg).pixels)
+    resize = Resize((1, 2, 16, 12), (9, 7))
+    request = resize.request(7, (64, 64))
+    files.append((scale_word(2) + request + jpeg, True, True))
+    wants.append(apply_request(decode(jpeg, scale=2).pixels, request, 7))
+    images = _core_files(core, files)
+    assert len(images) == len(wants)
+    for n, (image, want) in enumerate(zip(images, wants)):
+        if isinstance(want, str):
+            assert image.status.name == want, n
+            assert (image.width, image.height) == (0, 0)
+            continue
+        assert image.status.name == "OK", (n, image.status)
+        assert (image.height, image.width) == want.shape[:2], n
+        assert np.array_equal(image.pixels, want), n
+
+
 def _core_resize(jpeg, resize, lanes):
     """One file with a resize request through ``JpegCore`` in the Amaranth simulator:
     (the DecodedImage, the golden model's pixels)."""

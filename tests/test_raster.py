@@ -10,24 +10,26 @@ from PIL import Image
 
 from dlforge.rtl.jpeg.raster import PIXELS_PER_BEAT, Raster, RasterFrameLayout
 from dlforge.sim import jpeg_corpus
-from dlforge.sim.entropy_stimulus import expected_samples
+from dlforge.sim.entropy_stimulus import expected_rows
 from dlforge.sim.jpeg_model import decode
 from dlforge.sim.jpeg_parse import parse_headers
 
 
-def frame_fields(headers):
+def frame_fields(headers, scale=1):
+    """The raster's frame: a scaled decode's image size (ceil(size / scale))."""
     comps = headers.components
     mcux, mcuy = headers.mcu_grid
-    return {"width": headers.width, "height": headers.height, "components": len(comps),
-            "h": comps[0].h, "v": comps[0].v, "mcux": mcux, "mcuy": mcuy}
+    return {"width": -(-headers.width // scale), "height": -(-headers.height // scale),
+            "components": len(comps), "h": comps[0].h, "v": comps[0].v, "mcux": mcux,
+            "mcuy": mcuy}
 
 
-def block_rows(data, headers):
-    samples = expected_samples(data, headers).reshape(-1, 8)
-    return [int.from_bytes(bytes(row.astype(np.uint8)), "little") for row in samples]
+def block_rows(data, headers, scale=1):
+    return [int.from_bytes(bytes(row), "little") for row in expected_rows(data, headers, scale)]
 
 
-def run_raster(files, modes, *, max_width=128, valid_prob=1.0, ready_prob=1.0, seed=0):
+def run_raster(files, modes, *, max_width=128, valid_prob=1.0, ready_prob=1.0, seed=0,
+               scale=1):
     """Push every (file, mode) through one Raster; return [(pixels, cycles)]."""
     dut = Raster(max_width)
     rng = random.Random(seed)
@@ -35,17 +37,19 @@ def run_raster(files, modes, *, max_width=128, valid_prob=1.0, ready_prob=1.0, s
     for f in files:
         for mode in modes:
             headers = parse_headers(f.data)
-            jobs.append((headers, block_rows(f.data, headers), mode))
+            jobs.append((headers, block_rows(f.data, headers, scale), mode))
     results = []
 
     async def bench(ctx):
         for headers, rows, mode in jobs:
+            fields = frame_fields(headers, scale)
             ctx.set(dut.frame.payload, RasterFrameLayout.const(
-                {"frame": frame_fields(headers), "fast": mode == "fast"}))
+                {"frame": fields, "fast": mode == "fast",
+                 "log_scale": scale.bit_length() - 1}))
             ctx.set(dut.frame.valid, 1)
             await ctx.tick().until(dut.frame.ready)
             ctx.set(dut.frame.valid, 0)
-            want = headers.width * headers.height
+            want = fields["width"] * fields["height"]
             got, sent, cycles, offering = [], 0, 0, False
             saw_last = False
             limit = 400 + 4 * len(rows) + 2 * want
@@ -90,14 +94,15 @@ def _files(names=None, max_side=128):
     return files
 
 
-def check(files, modes, **kw):
-    results = run_raster(files, modes, **kw)
+def check(files, modes, scale=1, **kw):
+    results = run_raster(files, modes, scale=scale, **kw)
     for f, (headers, mode, pixels, _) in zip([f for f in files for _ in modes], results):
-        want = decode(f.data, mode).pixels.reshape(-1, 3)
+        model = decode(f.data, mode, scale=scale).pixels
+        want = model.reshape(-1, 3)
         assert pixels.shape == want.shape, (f.name, mode, pixels.shape, want.shape)
         bad = np.flatnonzero((pixels != want).any(axis=1))
-        assert not len(bad), (f"{f.name} {mode}: {len(bad)} pixels differ, first at "
-                              f"{divmod(int(bad[0]), headers.width)}: {pixels[bad[0]]} != "
+        assert not len(bad), (f"{f.name} {mode} 1/{scale}: {len(bad)} pixels differ, first "
+                              f"at {divmod(int(bad[0]), model.shape[1])}: {pixels[bad[0]]} != "
                               f"{want[bad[0]]}")
     return results
 
@@ -107,6 +112,21 @@ def test_every_layout_both_modes(layout):
     files = [f for f in _files() if f.name.startswith(layout)][:4]
     assert files
     check(files, ("fancy", "fast"))
+
+
+@pytest.mark.parametrize("scale", [2, 4, 8])
+@pytest.mark.parametrize("layout", ["gray", "444", "422", "440", "420"])
+def test_scaled_blocks_every_layout(layout, scale):
+    """The reduced IDCTs' blocks (several to a line-buffer word), and what is left to
+    upsample at each scale: libjpeg-turbo's scaled decode."""
+    files = [f for f in _files() if f.name.startswith(layout)][:3]
+    check(files, ("fancy", "fast"), scale=scale)
+
+
+@pytest.mark.parametrize("scale", [2, 8])
+def test_scaled_odd_sizes_and_back_pressure(scale):
+    names = ("1x1", "1x2", "2x1", "3x5", "7x9", "17x15", "31x33", "37x29")
+    check(_files(names), ("fancy",), scale=scale, valid_prob=0.7, ready_prob=0.6, seed=scale)
 
 
 def test_odd_sizes_and_back_pressure():

@@ -2,7 +2,9 @@
 
 The part of the decoder core that turns the bytes after SOS into decoded blocks of every
 component, in scan order; upsampling, colour conversion and raster output come after it,
-the marker parser before it.
+the marker parser before it.  With ``reduced`` the IDCT also has libjpeg-turbo's reduced
+sizes (a scaled decode): ``sizes`` says which blocks of an MCU get which size, and a block of
+size s comes out as s rows.
 """
 
 from amaranth import Module, unsigned
@@ -13,15 +15,17 @@ from .coefficient_buffer import CoefficientBuffer, DqtLayout
 from .entropy_decoder import EntropyDecoder
 from .huffman_decoder import DhtLayout, DoneLayout, MAX_COMPONENTS, ScanLayout
 from .idct import Idct
+from .scaling import McuSizesLayout
 from .unstuff import ByteLayout
 
 __all__ = ["BlockDecoder"]
 
 
 class BlockDecoder(wiring.Component):
-    def __init__(self, samples_per_clock=8):
+    def __init__(self, samples_per_clock=8, reduced=False):
         self.samples_per_clock = samples_per_clock
-        super().__init__({
+        self.reduced = reduced
+        ports = {
             "i": In(stream.Signature(ByteLayout)),
             "dht": In(stream.Signature(DhtLayout)),
             "dqt": In(stream.Signature(DqtLayout)),
@@ -31,13 +35,18 @@ class BlockDecoder(wiring.Component):
             "done": Out(stream.Signature(DoneLayout)),
             "table_error": Out(1),
             "symbols_decoded": Out(32),
-        })
+        }
+        if reduced:
+            ports["sizes"] = In(McuSizesLayout)
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.entropy = entropy = EntropyDecoder()
         m.submodules.buffer = buffer = CoefficientBuffer(self.samples_per_clock)
-        m.submodules.idct = idct = Idct(self.samples_per_clock)
+        m.submodules.idct = idct = Idct(self.samples_per_clock, reduced=self.reduced)
+        if self.reduced:
+            m.d.comb += idct.sizes.eq(self.sizes)
         for name in ("i", "dht", "scan"):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(entropy, name))
         wiring.connect(m, wiring.flipped(self.dqt), buffer.dqt)

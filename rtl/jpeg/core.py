@@ -19,6 +19,12 @@ header gives the output size.  A request the core
 cannot follow (malformed, sizes out of its limits, a table that would never finish, a box
 outside the image) ends the file with ``BAD_RESIZE`` and no pixels; the rest of the file is
 read and dropped, so the next file starts clean.
+
+With ``scaling`` the core decodes at 1/2, 1/4 or 1/8 in the DCT domain, as libjpeg-turbo's
+scaled decode does (:mod:`.scaling`): a file whose first beat has ``scale`` set begins with a
+scale word (before any resize request); its blocks go through the reduced IDCTs, the raster
+stage puts their smaller rows together, and the header gives the scaled size (a resize
+request is computed on it).  A malformed scale word ends the file with ``BAD_SCALE``.
 """
 
 from types import SimpleNamespace
@@ -37,6 +43,7 @@ from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .marker_parser import MarkerParser
 from .packets import HeaderLayout, OutputKind, TrailerLayout, input_layout, output_layout
 from .raster import PIXELS_PER_BEAT, Raster
+from .scaling import SCALE_MAGIC, mcu_sizes, scaled_extent
 from .status import JpegStatus
 
 __all__ = ["JpegCore"]
@@ -46,13 +53,17 @@ assert PIXELS_PER_BEAT == LANES, "the resampler takes the raster's beats as they
 
 class JpegCore(wiring.Component):
     def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT, input_bytes=1,
-                 tag_bits=8, resample_taps=0, resample_max=(1024, 1024), resample_lanes=LANES):
+                 tag_bits=8, resample_taps=0, resample_max=(1024, 1024), resample_lanes=LANES,
+                 scaling=False):
         # resample_taps: 0 for no resampler; resample_max: the largest crop and output
         # (width, height) it takes (its line buffers and tables); resample_lanes: its
-        # pixels a clock (4, the raster's beat; 1 or 2 for a board with few multipliers)
+        # pixels a clock (4, the raster's beat; 1 or 2 for a board with few multipliers);
+        # scaling: the reduced IDCTs (scaled decodes at 1/2, 1/4, 1/8)
         problem = None
         if input_bytes not in (1, 4):
             problem = f"input_bytes must be 1 or 4, not {input_bytes}"
+        elif scaling and input_bytes != 4:
+            problem = "a core reads its scale word a word a clock: scaling needs input_bytes=4"
         elif resample_taps and input_bytes != 4:
             problem = "a resampler reads its request a word a clock: it needs input_bytes=4"
         elif resample_taps and not 2 <= resample_taps <= 255:
@@ -66,9 +77,11 @@ class JpegCore(wiring.Component):
         self.input_bytes, self.tag_bits = input_bytes, tag_bits
         self.resample_taps, self.resample_max = resample_taps, tuple(resample_max)
         self.resample_lanes = resample_lanes
+        self.scaling = bool(scaling)
         super().__init__({
             "i": In(stream.Signature(input_layout(input_bytes, tag_bits,
-                                                  resize=bool(resample_taps)))),
+                                                  resize=bool(resample_taps),
+                                                  scaling=self.scaling))),
             "o": Out(stream.Signature(output_layout(tag_bits))),
             "busy": Out(1),
             "images": Out(32),        # files finished since reset
@@ -79,7 +92,7 @@ class JpegCore(wiring.Component):
         m = Module()
         flush = Signal()
         m.submodules.parser = parser = MarkerParser(self.max_width, self.max_height)
-        blocks = BlockDecoder(8)
+        blocks = BlockDecoder(8, reduced=self.scaling)
         raster = Raster(self.max_width)
         m.submodules.blocks = ResetInserter(flush)(blocks)
         m.submodules.raster = ResetInserter(flush)(raster)
@@ -96,7 +109,10 @@ class JpegCore(wiring.Component):
 
         tag = Signal(self.tag_bits)
         fast = Signal()
-        frame = Signal(FrameLayout)
+        frame = Signal(FrameLayout)      # the image the core sends: scaled when scaling
+        log_scale = Signal(2)            # the file's scale (0: 1/1)
+        if self.scaling:
+            mcu_sizes(m, blocks.sizes, frame, log_scale)
         status = Signal(8)
         cycles = Signal(32)
         open_ = Signal()                 # the file's bytes are still being read
@@ -111,6 +127,7 @@ class JpegCore(wiring.Component):
             o.tag.eq(tag),
             raster.frame.payload.frame.eq(frame),
             raster.frame.payload.fast.eq(fast),
+            raster.frame.payload.log_scale.eq(log_scale),
         ]
         with m.If(self.i.valid & self.i.ready & self.i.payload.last):
             m.d.sync += open_.eq(0)
@@ -136,13 +153,39 @@ class JpegCore(wiring.Component):
                 with m.If(self.i.valid):
                     m.d.sync += [tag.eq(self.i.payload.tag), fast.eq(self.i.payload.fast),
                                  open_.eq(1), cycles.eq(1), self.busy.eq(1), frame.eq(0),
-                                 refused.eq(0)]
+                                 refused.eq(0), log_scale.eq(0)]
                     m.next = "PARSE"
                     if self.resample_taps:
                         m.d.comb += reader.start.eq(1)
                         m.d.sync += resizing.eq(self.i.payload.resize)
                         with m.If(self.i.payload.resize):
                             m.next = "REQUEST"
+                    if self.scaling:
+                        with m.If(self.i.payload.scale):
+                            m.next = "SCALE"
+            if self.scaling:
+                with m.State("SCALE"):
+                    # the scale word: the magic, then log2 of the denominator; a file with
+                    # nothing after it is as malformed as a wrong word
+                    m.d.comb += direct.eq(1)
+                    word = self.i.payload.data
+                    good = (word[:24] == int.from_bytes(SCALE_MAGIC, "little")) & \
+                        (word[24:32] <= 3) & (self.i.payload.keep == 4) & ~self.i.payload.last
+                    with m.If(self.i.valid & ~good):
+                        m.d.sync += status.eq(JpegStatus.BAD_SCALE)
+                        m.next = "DRAIN"
+                    with m.Elif(self.i.valid):
+                        m.d.sync += log_scale.eq(word[24:26])
+                        m.next = "REQUEST" if self.resample_taps else "PARSE"
+                        if self.resample_taps:
+                            with m.If(~resizing):
+                                m.next = "PARSE"
+            if self.resample_taps or self.scaling:
+                with m.State("DRAIN"):
+                    # a refused request: the rest of the file is read and dropped
+                    m.d.comb += direct.eq(1)
+                    with m.If(~open_):
+                        m.next = "HEADER_ONLY"
             if self.resample_taps:
                 with m.State("REQUEST"):
                     m.d.comb += [direct.eq(1), reader.valid.eq(self.i.valid)]
@@ -151,19 +194,18 @@ class JpegCore(wiring.Component):
                         m.next = "DRAIN"
                     with m.Elif(reader.complete):
                         m.next = "PARSE"
-                with m.State("DRAIN"):
-                    # a refused request: the rest of the file is read and dropped
-                    m.d.comb += direct.eq(1)
-                    with m.If(~open_):
-                        m.next = "HEADER_ONLY"
             with m.State("PARSE"):
                 m.d.comb += parser.frame.ready.eq(1)
                 with m.If(parser.frame.valid):
-                    m.d.sync += frame.eq(parser.frame.payload)
+                    f = parser.frame.payload
+                    width, height = f.width, f.height
+                    if self.scaling:
+                        width = scaled_extent(f.width, log_scale)
+                        height = scaled_extent(f.height, log_scale)
+                    m.d.sync += [frame.eq(f), frame.width.eq(width), frame.height.eq(height)]
                     if self.resample_taps:
-                        f = parser.frame.payload
-                        outside = (reader.left + reader.crop_width > f.width) | \
-                            (reader.top + reader.crop_height > f.height)
+                        outside = (reader.left + reader.crop_width > width) | \
+                            (reader.top + reader.crop_height > height)
                         m.d.sync += refused.eq(resizing & outside)
                     m.next = "HEADER"
                 with m.Elif(parser.result.valid):

@@ -5,9 +5,20 @@ corner-turn into rows -> row pass -> libjpeg's masked range limit -> samples in 
 Both passes handle a whole 8-vector per clock; ``samples_per_clock`` sets how many
 coefficients enter and samples leave per clock (1, 2, 4 or 8), so a block takes
 ``64 / samples_per_clock`` clocks and blocks follow each other without gaps.
+
+``reduced=True`` (8 lanes only) adds libjpeg-turbo's reduced-size IDCTs (jidctred.c: 4x4, 2x2,
+1x1), the DCT-domain downscale of a scaled decode, chosen per block: the ``sizes`` port
+(scaling.McuSizesLayout, constant for a file) says which blocks of an MCU are luma and each
+kind's log2 size, and the IDCT counts blocks from reset (block ``n`` is luma when
+``n mod blocks < luma_blocks``).  Coefficients still enter as whole 8x8 blocks; a size-``s``
+block leaves as ``s`` beats (its rows) with the samples in lanes ``0..s-1`` and zeros above.
+Both passes compute every size side by side (``Idct1D``'s ``reduced``) and take each vector's
+size from a block counter of their own; the rows a reduced block does not have are dropped
+before pass 2.  Input rate, latency and back-pressure are those of the 8x8 IDCT, so a
+reduced block still takes 8 clocks in but only ``s`` out.
 """
 
-from amaranth import Module, Mux, Cat, signed, unsigned
+from amaranth import Module, Mux, Cat, Signal, signed, unsigned
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
@@ -15,8 +26,9 @@ from ..stream_pipe import PipeStage, Narrow
 from . import idct_constants as K
 from .column_gather import ColumnGather
 from .idct_1d import Idct1D
+from .scaling import McuSizesLayout
 
-__all__ = ["Idct", "CoefLayout", "SAMPLES_PER_CLOCK"]
+__all__ = ["Idct", "CoefLayout", "SAMPLES_PER_CLOCK", "block_log_size"]
 
 SAMPLES_PER_CLOCK = (1, 2, 4, 8)
 
@@ -34,23 +46,63 @@ def _range_limit(raw10):
                Mux(s > K.MAXJSAMPLE - K.CENTERJSAMPLE, K.MAXJSAMPLE, s + K.CENTERJSAMPLE))
 
 
+def block_log_size(n, luma, chroma, luma_blocks, blocks):
+    """The log2 IDCT size of block ``n`` (from 0) of a file, as the reduced Idct picks it
+    (Python ints; the fields of a McuSizesLayout)."""
+    return luma if n % blocks < luma_blocks else chroma
+
+
+def _block_sizes(m, sizes, advance, name):
+    """Count vectors (8 a block) taken when ``advance``; return (vector index, log2 size of
+    the current block)."""
+    vector = Signal(3, name=f"{name}_vector")
+    block = Signal(3, name=f"{name}_block")       # within the MCU
+    size = Signal(2, name=f"{name}_size")
+    m.d.comb += size.eq(Mux(block < sizes.luma_blocks, sizes.luma, sizes.chroma))
+    with m.If(advance):
+        m.d.sync += vector.eq(vector + 1)
+        with m.If(vector == 7):
+            m.d.sync += block.eq(Mux(block + 1 >= sizes.blocks, 0, block + 1))
+    return vector, size
+
+
 class Idct(wiring.Component):
     """Coefficients (natural, row-major order) with their quant values in; 8-bit samples out.
 
     Input beats carry ``samples_per_clock`` consecutive coefficients of a block, output beats
     the same number of consecutive samples; block boundaries are implicit (every 64 elements).
+
+    ``reduced=True`` (only with 8 samples per clock): per-block 8x8/4x4/2x2/1x1 IDCTs chosen
+    by the ``sizes`` port (see the module docstring); a block of size ``s`` gives ``s`` beats.
     """
 
-    def __init__(self, samples_per_clock=1):
+    #: The IDCT sizes of a reduced Idct as log2 (McuSizesLayout's encoding) and in samples.
+    LOG_SIZES = K.LOG_SIZES
+    SIZES = tuple(1 << log for log in K.LOG_SIZES)
+
+    def __init__(self, samples_per_clock=1, reduced=False):
         if samples_per_clock not in SAMPLES_PER_CLOCK:
             self._MustUse__silence = True   # never elaborated: no "unused" warning for it
             raise ValueError(f"samples_per_clock must be one of {SAMPLES_PER_CLOCK}, "
                              f"not {samples_per_clock!r}")
+        if reduced and samples_per_clock != 8:
+            self._MustUse__silence = True
+            raise ValueError(f"the reduced IDCT sizes need samples_per_clock 8 (whole rows per "
+                             f"beat), not {samples_per_clock!r}")
         self.samples_per_clock = samples_per_clock
-        super().__init__({
+        self.reduced = bool(reduced)
+        ports = {
             "i": In(stream.Signature(data.ArrayLayout(CoefLayout, samples_per_clock))),
             "o": Out(stream.Signature(data.ArrayLayout(unsigned(8), samples_per_clock))),
-        })
+        }
+        if self.reduced:
+            ports["sizes"] = In(McuSizesLayout)
+        super().__init__(ports)
+
+    @staticmethod
+    def rows_out(log_size):
+        """Output beats (rows) of one block of log2 size ``log_size`` in a reduced Idct."""
+        return 1 << log_size
 
     @staticmethod
     def timing(samples_per_clock):
@@ -79,6 +131,8 @@ class Idct(wiring.Component):
         return self.timing(self.samples_per_clock)[0]
 
     def parameters(self):
+        if self.reduced:
+            return {"samples_per_clock": self.samples_per_clock, "reduced": True}
         return {"samples_per_clock": self.samples_per_clock}
 
     def elaborate(self, platform):
@@ -96,6 +150,8 @@ class Idct(wiring.Component):
         # first adders of the pass that follows.
         m.submodules.columns_reg = columns_reg = PipeStage(columns.o.payload.shape(),
                                                            columns.o.payload.shape())
+        if self.reduced:
+            return self._elaborate_reduced(m, dequant, columns, columns_reg)
         m.submodules.pass1 = pass1 = Idct1D(DEQUANT_SHAPE, K.PASS1_MOD_BITS, K.PASS1_DESCALE)
         m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8)
         m.submodules.rows_reg = rows_reg = PipeStage(rows.o.payload.shape(), rows.o.payload.shape())
@@ -120,3 +176,45 @@ class Idct(wiring.Component):
         wiring.connect(m, narrow.o, wiring.flipped(self.o))
         return m
 
+    def _elaborate_reduced(self, m, dequant, columns, columns_reg):
+        """The 8-lane pipeline with every size: same stages, plus the two block counters."""
+        m.submodules.pass1 = pass1 = Idct1D(DEQUANT_SHAPE, *K.SIZE_PASS1[3],
+                                            reduced=K.SIZE_PASS1)
+        m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8)
+        m.submodules.rows_reg = rows_reg = PipeStage(rows.o.payload.shape(), rows.o.payload.shape())
+        m.submodules.pass2 = pass2 = Idct1D(unsigned(pass1.out_bits), *K.SIZE_PASS2[3],
+                                            reduced=K.SIZE_PASS2)
+
+        wiring.connect(m, wiring.flipped(self.i), dequant.i)
+        wiring.connect(m, dequant.o, columns.i)
+        wiring.connect(m, columns.o, columns_reg.i)
+        wiring.connect(m, columns_reg.o, pass1.i)
+        wiring.connect(m, pass1.o, rows.i)
+        wiring.connect(m, rows.o, rows_reg.i)
+
+        # Pass 1: each column vector takes its block's size (all eight columns are computed:
+        # the rows gather wants whole blocks, and the spare ones cost nothing at this rate).
+        _, size1 = _block_sizes(m, self.sizes, pass1.i.valid & pass1.i.ready, "pass1")
+        m.d.comb += pass1.size.eq(size1)
+
+        # Pass 2: rows past the block's size are taken from the gather and not passed on.
+        row, size2 = _block_sizes(m, self.sizes, rows_reg.o.valid & rows_reg.o.ready, "pass2")
+        keep = Signal()
+        m.d.comb += [
+            keep.eq((row >> size2) == 0),
+            pass2.size.eq(size2),
+            pass2.i.payload.eq(rows_reg.o.payload),
+            pass2.i.valid.eq(rows_reg.o.valid & keep),
+            rows_reg.o.ready.eq(pass2.i.ready | ~keep),
+        ]
+
+        # Range limit on the real lanes, zeros above them.
+        m.d.comb += [
+            self.o.valid.eq(pass2.o.valid),
+            pass2.o.ready.eq(self.o.ready),
+        ]
+        for k in range(8):
+            real = (k >> pass2.o_size) == 0
+            m.d.comb += self.o.payload[k].eq(
+                Mux(real, _range_limit(pass2.o.payload[k][:K.RANGE_BITS]), 0))
+        return m

@@ -5,6 +5,14 @@ final descale is an addition, a constant multiplication or a left shift, so the 
 survive the descale (and libjpeg's later truncations) are exact for any input, corrupt blocks
 included.  Operands keep their natural widths up to that cap, so the multipliers stay as small
 as the data allows.
+
+With ``reduced`` the pass also computes jidctred.c's 4-point and 2-point passes and the 1x1
+IDCT's pass (x0 alone) beside the 8-point one, each modulo its own width and descaled by its
+own shift, and a ``size`` input (log2: 3, 2, 1, 0), taken with each vector, picks which
+leaves: a size-``s`` vector has its ``s`` results in lanes ``0..s-1`` and zeros above.  The
+size travels with the vector (``o_size``), so the caller knows which lanes are real.  All
+four run every clock because consecutive vectors may have different sizes; the same stage
+count keeps the latency and the handshake exactly those of the 8-point pass.
 """
 
 from amaranth import Module, Signal, signed, unsigned
@@ -20,19 +28,36 @@ STAGES = 5
 
 
 class Idct1D(wiring.Component):
-    """Eight ``in_shape`` values in; bits ``[descale, mod_bits)`` of the eight rounded sums out."""
+    """Eight ``in_shape`` values in; bits ``[descale, mod_bits)`` of the eight rounded sums out.
+
+    ``reduced``: None, or ``{log2 size: (mod_bits, descale)}`` for the reduced sizes 2, 1 and 0
+    (``idct_constants.SIZE_PASS1`` / ``SIZE_PASS2``; an entry for 3 must repeat ``mod_bits``
+    and ``descale``).  It adds the ports ``size`` (In, 2 bits, sampled with ``i``) and
+    ``o_size`` (Out, valid with ``o``); output lanes are then as wide as the widest size's.
+    """
 
     latency = STAGES
 
-    def __init__(self, in_shape, mod_bits, descale):
+    def __init__(self, in_shape, mod_bits, descale, reduced=None):
         self._in_shape = in_shape
         self._mod_bits = mod_bits
         self._descale = descale
-        self.out_bits = mod_bits - descale
-        super().__init__({
-            "i": In(stream.Signature(data.ArrayLayout(in_shape, 8))),
-            "o": Out(stream.Signature(data.ArrayLayout(unsigned(self.out_bits), 8))),
-        })
+        self._reduced = None
+        ports = {"i": In(stream.Signature(data.ArrayLayout(in_shape, 8)))}
+        if reduced is None:
+            self.out_bits = mod_bits - descale
+        else:
+            reduced = dict(reduced)
+            if reduced.pop(3, (mod_bits, descale)) != (mod_bits, descale) or \
+                    sorted(reduced) != [0, 1, 2]:
+                self._MustUse__silence = True   # never elaborated: no "unused" warning for it
+                raise ValueError(f"reduced must give (mod_bits, descale) for log2 sizes 2, 1, 0 "
+                                 f"(and 3 only as {(mod_bits, descale)}), not {reduced!r}")
+            self._reduced = reduced
+            self.out_bits = max(mod - d for mod, d in [(mod_bits, descale), *reduced.values()])
+            ports.update({"size": In(2), "o_size": Out(2)})
+        ports["o"] = Out(stream.Signature(data.ArrayLayout(unsigned(self.out_bits), 8)))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -54,7 +79,11 @@ class Idct1D(wiring.Component):
             previous_valid = valid
         stage = {"A": enables[0], "B": enables[1], "C": enables[2], "D": enables[3], "E": enables[4]}
 
-        def reg(expr, name):
+        reduced = self._reduced
+        # Registers shared by every size (the lone inputs) keep the widest size's residue.
+        shared_cap = max([cap] + [mod for mod, _ in reduced.values()]) if reduced else cap
+
+        def reg(expr, name, cap=cap):
             """A stage register (stage = first letter of ``name``) holding ``expr`` mod 2**cap."""
             width = len(expr) + (0 if expr.shape().signed else 1)   # room for a sign bit
             sig = Signal(signed(min(width, cap)), name=name)
@@ -62,16 +91,22 @@ class Idct1D(wiring.Component):
                 m.d.sync += sig.eq(expr)
             return sig
 
+        def fit(value, cap):
+            """``value`` mod 2**cap, signed: a shared register narrowed to one size's width."""
+            return value[:cap].as_signed() if len(value) > cap else value
+
         x = [self.i.payload[k].as_signed() if not self._in_shape.signed else self.i.payload[k]
              for k in range(8)]
 
         # Stage A: the sums that feed the multipliers.
         e_z23 = reg(x[2] + x[6], "a_z23")
-        e_x2, e_x6 = reg(x[2], "a_x2"), reg(x[6], "a_x6")
+        s_x2, s_x6 = reg(x[2], "a_x2", shared_cap), reg(x[6], "a_x6", shared_cap)
+        e_x2, e_x6 = fit(s_x2, cap), fit(s_x6, cap)
         e_sum04 = reg(x[0] + x[4], "a_sum04")
         e_dif04 = reg(x[0] - x[4], "a_dif04")
-        o_t0, o_t1, o_t2, o_t3 = (reg(x[7], "a_t0"), reg(x[5], "a_t1"),
-                                  reg(x[3], "a_t2"), reg(x[1], "a_t3"))
+        s_t = [reg(x[7], "a_t0", shared_cap), reg(x[5], "a_t1", shared_cap),
+               reg(x[3], "a_t2", shared_cap), reg(x[1], "a_t3", shared_cap)]
+        o_t0, o_t1, o_t2, o_t3 = (fit(t, cap) for t in s_t)
         o_z1 = reg(x[7] + x[1], "a_z1")
         o_z2 = reg(x[5] + x[3], "a_z2")
         o_z3 = reg(x[7] + x[3], "a_z3")
@@ -118,7 +153,68 @@ class Idct1D(wiring.Component):
         outs = [d_tmp10 + d_a3, d_tmp11 + d_a2, d_tmp12 + d_a1, d_tmp13 + d_a0,
                 d_tmp13 - d_a0, d_tmp12 - d_a1, d_tmp11 - d_a2, d_tmp10 - d_a3]
         lo, hi = self._descale, self._mod_bits
-        for k, y in enumerate(outs):
-            with m.If(stage["E"]):
-                m.d.sync += self.o.payload[k].eq(y[lo:hi])
+        if reduced is None:
+            for k, y in enumerate(outs):
+                with m.If(stage["E"]):
+                    m.d.sync += self.o.payload[k].eq(y[lo:hi])
+            return m
+
+        sized = {3: [y[lo:hi] for y in outs]}
+        s_x0 = reg(x[0], "a_x0", shared_cap)
+        sizes = [self.size]
+        for letter in "abcd":
+            sizes.append(reg(sizes[-1], f"{letter}_size"))
+
+        def rounding(descale):
+            return (1 << (descale - 1)) if descale else 0
+
+        # 4x4 (jpeg_idct_4x4's pass), modulo its own width; the rounding joins tmp0 early.
+        cap4, shift4 = reduced[2]
+        x0, x2, x6 = fit(s_x0, cap4), fit(s_x2, cap4), fit(s_x6, cap4)
+        z1, z2, z3, z4 = (fit(t, cap4) for t in s_t)          # x7, x5, x3, x1
+        b4_t0 = reg((x0 << (K.CONST_BITS + 1)) + rounding(shift4), "b4_t0", cap4)
+        b4_m2 = reg(x2 * K.FIX_1_847759065, "b4_m2", cap4)
+        b4_m6 = reg(x6 * -K.FIX_0_765366865, "b4_m6", cap4)
+        b4_p = [reg(z * c, f"b4_p{k}", cap4) for k, (z, c) in enumerate([
+            (z1, -K.FIX_0_211164243), (z2, K.FIX_1_451774981),
+            (z3, -K.FIX_2_172734803), (z4, K.FIX_1_061594337),
+            (z1, -K.FIX_0_509795579), (z2, -K.FIX_0_601344887),
+            (z3, K.FIX_0_899976223), (z4, K.FIX_2_562915447)])]
+        c4_t0 = reg(b4_t0, "c4_t0", cap4)
+        c4_tmp2 = reg(b4_m2 + b4_m6, "c4_tmp2", cap4)
+        c4_s = [reg(b4_p[2 * k] + b4_p[2 * k + 1], f"c4_s{k}", cap4) for k in range(4)]
+        d4_tmp10 = reg(c4_t0 + c4_tmp2, "d4_tmp10", cap4)
+        d4_tmp12 = reg(c4_t0 - c4_tmp2, "d4_tmp12", cap4)
+        d4_odd0 = reg(c4_s[0] + c4_s[1], "d4_odd0", cap4)
+        d4_odd2 = reg(c4_s[2] + c4_s[3], "d4_odd2", cap4)
+        sized[2] = [y[shift4:cap4] for y in (d4_tmp10 + d4_odd2, d4_tmp12 + d4_odd0,
+                                             d4_tmp12 - d4_odd0, d4_tmp10 - d4_odd2)]
+
+        # 2x2 (jpeg_idct_2x2's pass).
+        cap2, shift2 = reduced[1]
+        x0 = fit(s_x0, cap2)
+        z1, z2, z3, z4 = (fit(t, cap2) for t in s_t)
+        b2_t0 = reg((x0 << (K.CONST_BITS + 2)) + rounding(shift2), "b2_t0", cap2)
+        b2_p = [reg(z * c, f"b2_p{k}", cap2) for k, (z, c) in enumerate([
+            (z1, -K.FIX_0_720959822), (z2, K.FIX_0_850430095),
+            (z3, -K.FIX_1_272758580), (z4, K.FIX_3_624509785)])]
+        c2_t0 = reg(b2_t0, "c2_t0", cap2)
+        c2_s = [reg(b2_p[2 * k] + b2_p[2 * k + 1], f"c2_s{k}", cap2) for k in range(2)]
+        d2_t0 = reg(c2_t0, "d2_t0", cap2)
+        d2_odd = reg(c2_s[0] + c2_s[1], "d2_odd", cap2)
+        sized[1] = [y[shift2:cap2] for y in (d2_t0 + d2_odd, d2_t0 - d2_odd)]
+
+        # 1x1: the DC alone, rounded and descaled (pass 1: unchanged).
+        cap1, shift1 = reduced[0]
+        b1_dc = reg(fit(s_x0, cap1) + rounding(shift1), "b1_dc", cap1)
+        d1_dc = reg(reg(b1_dc, "c1_dc", cap1), "d1_dc", cap1)
+        sized[0] = [d1_dc[shift1:cap1]]
+
+        with m.If(stage["E"]):
+            m.d.sync += self.o_size.eq(sizes[-1])
+            with m.Switch(sizes[-1]):
+                for log, ys in sized.items():
+                    with m.Case(log):
+                        m.d.sync += [self.o.payload[k].eq(ys[k] if k < len(ys) else 0)
+                                     for k in range(8)]
         return m

@@ -65,3 +65,40 @@ def range_limit(x):
     if s >= 1 << (RANGE_BITS - 1):
         s -= 1 << RANGE_BITS
     return min(max(s + CENTERJSAMPLE, 0), MAXJSAMPLE)
+
+# --- Reduced-size IDCTs (jidctred.c: jpeg_idct_4x4, jpeg_idct_2x2, jpeg_idct_1x1) ---------
+# A scaled decode (scale_denom 2, 4, 8) turns an 8x8 block of coefficients straight into a
+# 4x4, 2x2 or 1x1 block of samples.  Same CONST_BITS and PASS1_BITS; these are its FIX()es.
+FIX_0_211164243 = 1730
+FIX_0_509795579 = 4176
+FIX_0_601344887 = 4926
+FIX_0_720959822 = 5906
+FIX_0_850430095 = 6967
+FIX_1_061594337 = 8697
+FIX_1_272758580 = 10426
+FIX_1_451774981 = 11893
+FIX_2_172734803 = 17799
+FIX_3_624509785 = 29692
+
+#: Block sizes as log2 (3: 8x8, 2: 4x4, 1: 2x2, 0: 1x1), the form scaling.McuSizesLayout uses.
+LOG_SIZES = (3, 2, 1, 0)
+
+#: (pass-1, pass-2) descale of each size's IDCT, by log2 size.  The 4x4 and 2x2 passes shift
+#: one and two bits more than the 8x8 ones; the 1x1 IDCT is DESCALE(dc, 3) alone (pass 1 is
+#: the identity).
+DESCALES = {
+    3: (PASS1_DESCALE, PASS2_DESCALE),
+    2: (CONST_BITS - PASS1_BITS + 1, CONST_BITS + PASS1_BITS + 3 + 1),     # 12, 19
+    1: (CONST_BITS - PASS1_BITS + 2, CONST_BITS + PASS1_BITS + 3 + 2),     # 13, 20
+    0: (0, 3),
+}
+
+#: (mod_bits, descale) of each size's pass 2 and pass 1, by log2 size: the same argument as
+#: PASS2_BITS / PASS1_MOD_BITS above, per size (pass 2 keeps the RANGE_BITS that the range
+#: limit reads above its descale; pass 1 keeps what pass 2 needs above its own).  The widest
+#: is the 2x2's 30-bit pass 2, still within libjpeg's 32-bit (int) workspace, so its
+#: truncation changes nothing here either.
+SIZE_PASS2 = {log: (d2 + RANGE_BITS, d2) for log, (_, d2) in DESCALES.items()}
+SIZE_PASS1 = {log: (d1 + SIZE_PASS2[log][0], d1) for log, (d1, _) in DESCALES.items()}
+#: Width of the work array (pass-1 outputs) when every size has to pass through it.
+REDUCED_WORK_BITS = max(mod - d for mod, d in SIZE_PASS1.values())   # 30

@@ -50,13 +50,17 @@ def dest_bits(cores):
     return (cores - 1).bit_length()
 
 
-def input_layout(input_bytes=1, tag_bits=8, cores=1, resize=False):
+def input_layout(input_bytes=1, tag_bits=8, cores=1, resize=False, scaling=False):
     """``resize``: a core with a resampler, whose packets may begin with a resize request
-    (``rtl/resample/request.py``; the field says so, from the packet's first beat)."""
+    (``rtl/resample/request.py``; the field says so, from the packet's first beat).
+    ``scaling``: a core with the reduced IDCTs, whose packets may begin with a scale word
+    (:func:`~dlforge.rtl.jpeg.scaling.scale_word`, before any resize request)."""
     fields = {"data": 8 * input_bytes, "keep": input_bytes.bit_length(),
               "last": 1, "fast": 1, "tag": tag_bits}
     if resize:
         fields["resize"] = 1
+    if scaling:
+        fields["scale"] = 1
     if cores > 1:
         fields["dest"] = dest_bits(cores)
     return data.StructLayout(fields)
@@ -69,11 +73,11 @@ def output_layout(tag_bits=8):
 
 
 def input_beats(file_bytes, tag=0, fast=False, input_bytes=1, tag_bits=8, cores=1, dest=0,
-                resize=None):
+                resize=None, scale=None):
     """One file as the integers a simulator drives onto the decoder's ``i.payload``
     (``resize``: None for a core without a resampler, else whether the file begins with a
-    resize request)."""
-    layout = input_layout(input_bytes, tag_bits, cores, resize is not None)
+    resize request; ``scale`` likewise for a scale word)."""
+    layout = input_layout(input_bytes, tag_bits, cores, resize is not None, scale is not None)
     beats = []
     chunks = [file_bytes[k:k + input_bytes] for k in range(0, len(file_bytes), input_bytes)]
     for n, chunk in enumerate(chunks):
@@ -82,6 +86,8 @@ def input_beats(file_bytes, tag=0, fast=False, input_bytes=1, tag_bits=8, cores=
         fields["keep"] = len(chunk)
         if resize is not None:
             fields["resize"] = bool(resize)
+        if scale is not None:
+            fields["scale"] = bool(scale)
         if cores > 1:
             fields["dest"] = dest
         beats.append(layout.const(fields).as_value().value)

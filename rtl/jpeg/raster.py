@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from .frame import FrameLayout
 from .limits import DEFAULT_MAX_WIDTH
+from .scaling import log_sizes
 from .ycc_rgb import PARTIAL_SHAPE, chroma_offsets, chroma_partials, clamp_u8
 
 __all__ = ["Raster", "RasterFrameLayout", "PixelsLayout", "PIXELS_PER_BEAT"]
@@ -36,7 +37,9 @@ __all__ = ["Raster", "RasterFrameLayout", "PixelsLayout", "PIXELS_PER_BEAT"]
 PIXELS_PER_BEAT = 4
 _GROUP = 8                      # pixels per luma word
 
-RasterFrameLayout = data.StructLayout({"frame": FrameLayout, "fast": 1})
+#: ``log_scale``: a scaled decode (:mod:`.scaling`; 0: none), whose frame ``width`` and
+#: ``height`` are already the scaled ones and whose blocks come from the reduced IDCTs.
+RasterFrameLayout = data.StructLayout({"frame": FrameLayout, "fast": 1, "log_scale": 2})
 RgbLayout = data.ArrayLayout(unsigned(8), 3)
 PixelsLayout = data.StructLayout({
     "rgb": data.ArrayLayout(RgbLayout, PIXELS_PER_BEAT),
@@ -74,7 +77,7 @@ class Raster(wiring.Component):
         m.submodules.luma = luma = Memory(shape=64, depth=2 * 16 * cols, init=[])
         m.submodules.cb = cbm = Memory(shape=64, depth=3 * 8 * cols, init=[])
         m.submodules.cr = crm = Memory(shape=64, depth=3 * 8 * cols, init=[])
-        lw, cbw, crw = luma.write_port(), cbm.write_port(), crm.write_port()
+        lw, cbw, crw = (mem.write_port(granularity=8) for mem in (luma, cbm, crm))
         lr, cbr, crr = luma.read_port(), cbm.read_port(), crm.read_port()
 
         # ---- Image parameters, fixed for the image ----------------------------------------
@@ -88,23 +91,34 @@ class Raster(wiring.Component):
         nwords = Signal(11)             # luma words per line: ceil(width / 8)
         cw = Signal(16)                 # real chroma width and height (T.81 A.1.1)
         ch = Signal(16)
+        hu = Signal()                   # chroma upsampled 2x across / down (what the IDCT
+        vu = Signal()                   # sizes leave: 4:2:0 scaled has none)
         hf = Signal()                   # horizontal fancy upsampling
         vf = Signal()                   # vertical fancy upsampling
-        lpr = Signal(5)                 # output lines per MCU row: 8 or 16
+        lpr = Signal(5)                 # output lines per MCU row: v x luma block size
+        ls = Signal(2)                  # log2 of the luma and chroma block sizes
+        cs = Signal(2)
+        clast = Signal(3)               # the last chroma line of an MCU row
         # Derived once per image, as the frame is taken, so no per-clock path starts at them.
         nf = self.frame.payload.frame
         n_gray = nf.components == 1
         n_hh = Mux(n_gray, 1, nf.h)
         n_vv = Mux(n_gray, 1, nf.v)
-        n_cw = Mux(n_hh == 2, (nf.width + 1) >> 1, nf.width)
-        n_fast = self.frame.payload.fast
+        n_ls, n_cs = log_sizes(nf.components, nf.h, nf.v, self.frame.payload.log_scale)
+        n_hu = (n_hh == 2) & (n_cs == n_ls)
+        n_vu = (n_vv == 2) & (n_cs == n_ls)
+        n_cw = Mux(n_hu, (nf.width + 1) >> 1, nf.width)
+        # libjpeg-turbo upsamples plainly where the luma block is 1x1 (jdsample.c's do_fancy)
+        n_fast = self.frame.payload.fast | (n_ls == 0)
         with m.If(self.frame.valid & self.frame.ready):
             m.d.sync += [
                 hh.eq(n_hh), vv.eq(n_vv), nwords.eq((nf.width + 7) >> 3), cw.eq(n_cw),
-                ch.eq(Mux(n_vv == 2, (nf.height + 1) >> 1, nf.height)),
-                hf.eq(~n_gray & (n_hh == 2) & ~n_fast & (n_cw > 2)),
-                vf.eq(~n_gray & (n_vv == 2) & ~n_fast & ~((n_hh == 2) & (n_cw <= 2))),
-                lpr.eq(Mux(n_vv == 2, 16, 8)),
+                ch.eq(Mux(n_vu, (nf.height + 1) >> 1, nf.height)),
+                hu.eq(n_hu), vu.eq(n_vu), ls.eq(n_ls), cs.eq(n_cs),
+                clast.eq((Const(1, 4) << n_cs) - 1),
+                hf.eq(~n_gray & n_hu & ~n_fast & (n_cw > 2)),
+                vf.eq(~n_gray & n_vu & ~n_fast & ~(n_hu & (n_cw <= 2))),
+                lpr.eq(Mux(n_vv == 2, 2, 1) << n_ls),
             ]
 
         rows_written = Signal(15)
@@ -128,18 +142,28 @@ class Raster(wiring.Component):
         m.d.comb += writer_done.eq(w_row == f.mcuy)
         room = w_row < rows_read + 2
         m.d.comb += self.blocks.ready.eq(active & ~writer_done & room)
-        col_luma = Mux(hh == 2, Cat(w_bx, w_mcu), w_mcu)[:cb_]
-        word = self.blocks.payload.as_value()
+        # A block row of ``size`` samples lands at sample ``x`` of its line: word x / 8, its
+        # bytes from x mod 8 on (scaled blocks share words; 8x8 blocks fill whole ones).
+        luma_block = w_comp == 0
+        w_log = Mux(luma_block, ls, cs)
+        x = Mux(luma_block, Mux(hh == 2, Cat(w_bx, w_mcu), w_mcu), w_mcu) << w_log
+        offset = x[:3]
+        line = Mux(luma_block, (w_by << ls) + w_r, w_r)[:4]
+        mask = Signal(8)
+        m.d.comb += mask.eq(((Const(1, 9) << (Const(1, 4) << w_log)) - 1)[:8] << offset)
+        word = (self.blocks.payload.as_value() << (offset * 8))[:64]
         m.d.comb += [
-            lw.addr.eq(Cat(col_luma, w_r, w_by, w_row[0])), lw.data.eq(word),
-            cbw.addr.eq(Cat(w_mcu[:cb_], w_r, w_slot3)), cbw.data.eq(word),
-            crw.addr.eq(Cat(w_mcu[:cb_], w_r, w_slot3)), crw.data.eq(word),
+            lw.addr.eq(Cat(x[3:3 + cb_], line, w_row[0])), lw.data.eq(word),
+            cbw.addr.eq(Cat(x[3:3 + cb_], line[:3], w_slot3)), cbw.data.eq(word),
+            crw.addr.eq(Cat(x[3:3 + cb_], line[:3], w_slot3)), crw.data.eq(word),
         ]
+        last_block_row = w_r == (Const(1, 4) << w_log) - 1
         with m.If(self.blocks.valid & self.blocks.ready):
-            m.d.comb += [lw.en.eq(w_comp == 0), cbw.en.eq(w_comp == 1), crw.en.eq(w_comp == 2)]
+            m.d.comb += [lw.en.eq(Mux(w_comp == 0, mask, 0)), cbw.en.eq(Mux(w_comp == 1, mask, 0)),
+                         crw.en.eq(Mux(w_comp == 2, mask, 0))]
             m.d.sync += w_r.eq(w_r + 1)
-            with m.If(w_r == 7):
-                luma_block = w_comp == 0
+            with m.If(last_block_row):
+                m.d.sync += w_r.eq(0)
                 with m.If(luma_block & (w_bx + 1 < hh)):
                     m.d.sync += w_bx.eq(w_bx + 1)
                 with m.Elif(luma_block & (w_by + 1 < vv)):
@@ -169,9 +193,9 @@ class Raster(wiring.Component):
         setup = Signal()                # the line's parameters are in their registers
         m.d.comb += reader_done.eq(gy == f.height)
 
-        c_r_line = Mux(vv == 2, ry >> 1, ry)[:3]    # chroma line within the MCU row
-        big_r = Mux(vv == 2, gy >> 1, gy)           # chroma line within the image
-        c_lower = ry[0] & (vv == 2)
+        c_r_line = Mux(vu, ry >> 1, ry)[:3]         # chroma line within the MCU row
+        big_r = Mux(vu, gy >> 1, gy)                # chroma line within the image
+        c_lower = ry[0] & vu
         slot_prev = Mux(slot3 == 0, 2, slot3 - 1)
         slot_next = Mux(slot3 == 2, 0, slot3 + 1)
         c_far_slot = Signal(2)
@@ -183,13 +207,13 @@ class Raster(wiring.Component):
             with m.If(c_r_line != 0):
                 m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line - 1)]
             with m.Elif(rk != 0):
-                m.d.comb += [c_far_slot.eq(slot_prev), c_far_line.eq(7)]
+                m.d.comb += [c_far_slot.eq(slot_prev), c_far_line.eq(clast)]
             with m.Else():
                 m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(0)]
         with m.Else():
             with m.If(big_r + 1 >= ch):
                 m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line)]
-            with m.Elif(c_r_line != 7):
+            with m.Elif(c_r_line != clast):
                 m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line + 1)]
             with m.Else():
                 m.d.comb += [c_far_slot.eq(slot_next), c_far_line.eq(0), c_needs_next.eq(1)]
@@ -203,7 +227,7 @@ class Raster(wiring.Component):
         line_ready = Signal()
         m.d.comb += line_ready.eq((rows_written > rk) & (~needs_next | (rows_written > rk + 1)))
 
-        chroma_col = Mux(hh == 2, (rj + 1) >> 1, rj)[:cb_]
+        chroma_col = Mux(hu, (rj + 1) >> 1, rj)[:cb_]
         last_group = rj + 1 == nwords
         # The control token that travels with each memory read.
         Tok = data.StructLayout({"valid": 1, "phase": 1, "j": 11, "lower": 1, "count": 4,
@@ -273,7 +297,7 @@ class Raster(wiring.Component):
                     far = _samples(far2[c])
                     new = [Mux(vf, (near[k] << 1) + near[k] + far[k], near[k] << 2)[:10]
                            for k in range(8)]          # shifts and adds: no multiplier
-                    with m.If(hh == 1):
+                    with m.If(~hu):
                         m.d.sync += [base3[c][k].eq(new[k]) for k in range(8)]
                     with m.Elif(j2 == 0):
                         m.d.sync += [base3[c][k].eq(new[k]) for k in range(8)]
@@ -307,11 +331,11 @@ class Raster(wiring.Component):
                     triple = (q[p] << 1) + q[p]                   # not a multiplier
                     even = ((triple + lft + bias_even) >> 4)[:8]
                     odd = ((triple + rgt + bias_odd) >> 4)[:8]
-                    with m.If(hh == 2):
+                    with m.If(hu):
                         m.d.sync += [up4[c][2 * p].eq(Mux(hf, even, (q[p] >> 2)[:8])),
                                      up4[c][2 * p + 1].eq(Mux(hf, odd, (q[p] >> 2)[:8]))]
                 for k in range(8):
-                    with m.If(hh == 1):
+                    with m.If(~hu):
                         m.d.sync += up4[c][k].eq(Mux(vf, (base3[c][k] + bias_v) >> 2,
                                                      base3[c][k] >> 2)[:8])
 

@@ -46,6 +46,7 @@ class JpegStatus(IntEnum):
 
     # A request the core refuses (the file itself may be fine).
     BAD_RESIZE = 0x30                 # a resize request malformed, or its box outside the image
+    BAD_SCALE = 0x31                  # a scale word malformed, or a scale the core does not take
 
     @property
     def unsupported(self):

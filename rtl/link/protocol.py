@@ -47,7 +47,7 @@ __all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES",
            "Register", "Status",
            "crc16", "crc32", "encode_frame", "header_fields", "split_length", "MAX_LENGTH",
            "REQUEST_CLOSE", "array_word", "parse_array_word", "LINK_WIDTHS", "header_beats", "trailer_beats",
-           "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST", "REQUEST_RESIZE", "CORE_SHIFT", "file_requests", "FrameDecoder", "Frame", "FrameError",
+           "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST", "REQUEST_RESIZE", "REQUEST_SCALE", "scales_word", "parse_scales_word", "CORE_SHIFT", "file_requests", "FrameDecoder", "Frame", "FrameError",
            "HEADER", "TRAILER", "frame_parts", "check_header", "header_span", "payload_span",
            "trailer_span"]
 
@@ -78,17 +78,22 @@ REQUEST_CLOSE = 0x02
 #: core crops and resizes the decoded image (cores built with a resampler only,
 #: ``Register.RESAMPLE_TAPS``).
 REQUEST_RESIZE = 0x04
+#: The file's bytes begin with a scale word (:func:`dlforge.rtl.jpeg.scaling.scale_word`),
+#: before any resize request: the core decodes at 1/2, 1/4 or 1/8 in the DCT domain (cores
+#: built with the reduced IDCTs only, ``Register.SCALES``).
+REQUEST_SCALE = 0x08
 CORE_SHIFT = 4
 #: Payload lengths are 24 bits (byte 9 of the header is the frame's sequence number).
 MAX_LENGTH = (1 << 24) - 1
 
 
-def request_status(fast=False, core=0, close=False, resize=False):
+def request_status(fast=False, core=0, close=False, resize=False, scale=False):
     """The status byte of a JPEG request frame."""
     if not 0 <= core < 16:
         raise ValueError(f"core {core} is not 0..15")
     return (REQUEST_FAST if fast else 0) | (REQUEST_CLOSE if close else 0) | \
-        (REQUEST_RESIZE if resize else 0) | core << CORE_SHIFT
+        (REQUEST_RESIZE if resize else 0) | (REQUEST_SCALE if scale else 0) | \
+        core << CORE_SHIFT
 
 
 def _check_width(link_bytes):
@@ -179,9 +184,20 @@ class Register(enum.IntEnum):
     SPAN_END = 0x37
     RESAMPLE_TAPS = 0x38    # the cores' resampler taps per pass (0: no resampler)
     RESAMPLE_MAX = 0x39     # its largest crop and output: width | height << 16
+    SCALES = 0x3A           # the scales the cores decode at: bit k for 1/2**k (scales_word)
 
 
 MAX_CORES = Register.JPEG_ERRORS - Register.JPEG_IMAGES    # per-core registers: 16 cores
+
+
+def scales_word(scales):
+    """``Register.SCALES`` of the denominators a device decodes at (1 always)."""
+    return sum(1 << (s.bit_length() - 1) for s in set(scales) | {1})
+
+
+def parse_scales_word(word):
+    """The denominators of ``Register.SCALES`` (a device before the register: 1 alone)."""
+    return tuple(1 << k for k in range(4) if word >> k & 1) or (1,)
 
 
 def array_word(engine):
