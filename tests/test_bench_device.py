@@ -71,3 +71,20 @@ def test_the_eval_transform_on_the_cores(tmp_path):
                                            / report["pixels_per_clock"])
     with pytest.raises(ValueError, match="takes --transform eval, not .train."):
         bench.bench_device([str(paths[0])], reference=False, conv=True, transform="train")
+
+
+def test_the_files_again_at_a_scale(tmp_path):
+    """``scale=2``: the files again decoded at 1/2 by the cores' reduced IDCTs, each image
+    checked against libjpeg-turbo's scaled decode; with ``transform="eval"`` then resized
+    on the cores (here upscaled) and checked against Pillow."""
+    paths = _photos(tmp_path)
+    for transform in (None, "eval"):
+        report = bench.bench_device([str(p) for p in paths], reference=False, conv=True,
+                                    transform=transform, scale=2)
+        assert report["ok"], report["failures"]
+        s = report["scaled"]
+        assert s["scale"] == "1/2" and s["transform"] == transform and s["device_cycles"] > 0
+        assert s["input_pixels_per_clock"] == pytest.approx(report["pixels"]
+                                                            / s["device_cycles"])
+        assert s["resized_on_device"] == (3 if transform else 0)
+        assert "scaled decode" in s["checked"]
