@@ -15,7 +15,7 @@ __all__ = ["add_runtime_commands"]
 def _decode_resize(args):
     """The resize a ``dlforge decode`` asks for, per file: (index, name, width, height) ->
     a Resize, or None for the decoded image as it is."""
-    from ..host.loader import train_generator
+    from ..host.loader import train_seed
     from ..host.resize_request import Resize
     from ..host.transforms import eval_request, resize_size, train_request
     if args.transform and (args.resize or args.crop):
@@ -34,7 +34,7 @@ def _decode_resize(args):
     if args.transform == "train":
         def train(index, name, width, height):
             request, flips[index] = train_request(
-                width, height, train_generator(args.seed, args.epoch, name), args.size or 224)
+                width, height, train_seed(args.seed, args.epoch, name), args.size or 224)
             return request
         return train, flips
     if not (args.resize or args.crop):

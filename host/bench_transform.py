@@ -14,6 +14,7 @@ quality 90.  CPU times as in :mod:`dlforge.host.bench_loader` (medians; the devi
 
 import gc
 import io
+import math
 import time
 from pathlib import Path
 
@@ -68,10 +69,13 @@ def bench_transform(files=None, transform="eval", device="sim:dma", size=224, re
     its own (the train pipeline draws new crops).  The host keeps its resize tables per
     size (a few hundred per axis in a training run); ``warmup`` epochs of requests are made
     first (on the host only, the device has nothing to add), as a run's first epochs would,
-    and the JSON counts the tables made and kept during the measured batches."""
+    and for ``train`` the tables of every crop side the files can draw (a run's first
+    epoch over ImageNet draws them all: making one costs some 100-300 us, a few per batch
+    here without it); the JSON counts the tables made and kept during the measured
+    batches."""
     from .decode_service import DecoderService
-    from .loader import train_generator
-    from .resize_request import table_cache
+    from .loader import train_seed
+    from .resize_request import make_tables, table_cache
     from .transforms import eval_request, train_request
     paths = [Path(f) for f in (files or imagenet_files())]
     missing = [p for p in paths if not p.is_file()]
@@ -98,8 +102,7 @@ def bench_transform(files=None, transform="eval", device="sim:dma", size=224, re
     def request(index, name, width, height):
         if transform == "eval":
             return eval_request(width, height, eval_resize, size)
-        r, flips[index] = train_request(width, height,
-                                        train_generator(seed, epoch[0], name), size)
+        r, flips[index] = train_request(width, height, train_seed(seed, epoch[0], name), size)
         return r
 
     def ready(result):
@@ -118,6 +121,12 @@ def bench_transform(files=None, transform="eval", device="sim:dma", size=224, re
                 request(k, names[k], width, height).request(7, (1024, 1024))
             except ValueError:
                 pass                                    # (one the device cannot take)
+    if transform == "train":
+        # RandomResizedCrop's sides: round(sqrt(area * scale * aspect^+-1)), at least
+        # sqrt(0.08 * 3/4 * area), at most the image's
+        for width, height in set(sizes):
+            least = max(1, math.isqrt(width * height * 6 // 100) - 1)
+            make_tables(range(least, max(width, height) + 1), size, 7)
     with DecoderService(device, **options) as service:
         list(service.decode(datas[:1]))                  # connect and warm up
         flips.clear()

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..rtl.jpeg.scaling import scale_word
 from ..rtl.jpeg.status import JpegStatus
-from ..rtl.link.jpeg_reply import END_RECORD, parse_end
+from ..rtl.link.jpeg_reply import END_FORMAT, END_RECORD
 from ..rtl.link.protocol import (LINK_WIDTHS, MAX_PAYLOAD, REQUEST_CLOSE, VERSION, Opcode,
                                  Register, Status, parse_array_word, parse_scales_word,
                                  request_status)
@@ -66,6 +66,8 @@ _CONTROL_TAGS = 256                  # tags below this are control requests; fil
 #: Files in flight per decoder core (links with flow control; the DMA link keeps 32 in all)
 PER_CORE = 3
 _STATUS = {int(s): s for s in JpegStatus}
+# (plain ints: the frames' fields are, and the reply path runs for every file)
+_JPEG_DATA, _JPEG_END, _BAD_CRC = int(Opcode.JPEG_DATA), int(Opcode.JPEG_END), int(Status.BAD_CRC)
 
 
 class _Attempt:
@@ -269,6 +271,23 @@ class Board(Device):
 
     # ---- frames in ------------------------------------------------------------------------
     def _on_frame(self, opcode, status, tag, payload, seq=0):
+        attempt = self._attempts.get(tag)
+        if attempt is not None and (opcode == _JPEG_END or opcode == _JPEG_DATA):
+            # a file's reply frames count 0, 1, 2, ...: a gap is a frame lost to a destroyed
+            # header (on the DMA link the engine checks the placed ones, and JPEG_END comes
+            # after as many frames as the pixels fill)
+            if attempt.placed:
+                want = -(-attempt.filled // self.reply_payload) if attempt.filled else 0
+            else:
+                want = attempt.replies
+            attempt.replies += 1
+            if status == _BAD_CRC or seq != want & 0xFF:
+                attempt.damaged = True
+            elif opcode == _JPEG_END:
+                self._finished.append((attempt, bytes(payload)))
+            else:
+                attempt.add(payload)
+            return
         if tag < _CONTROL_TAGS:
             self._control[tag] = (opcode, status, bytes(payload))
             return
@@ -290,24 +309,11 @@ class Board(Device):
             self._conv_seq = (seq + 1) & 0xFF
             self._conv.setdefault(tag, bytearray()).extend(payload)
             return
-        attempt = self._attempts.get(tag)
         if attempt is None:
             return                              # a voided attempt's late reply
-        # a file's reply frames count 0, 1, 2, ...: a gap is a frame lost to a destroyed
-        # header (on the DMA link the engine checks the placed ones, and JPEG_END comes after
-        # as many frames as the pixels fill)
-        if attempt.placed:
-            want = -(-attempt.filled // self.reply_payload) if attempt.filled else 0
-        else:
-            want = attempt.replies
-        attempt.replies += 1
-        if status == Status.BAD_CRC or (seq != want & 0xFF
-                                        and opcode in (Opcode.JPEG_DATA, Opcode.JPEG_END)):
+        attempt.replies += 1                    # (another opcode under a file's tag)
+        if status == Status.BAD_CRC:
             attempt.damaged = True
-        elif opcode == Opcode.JPEG_DATA:
-            attempt.add(payload)
-        elif opcode == Opcode.JPEG_END:
-            self._finished.append((attempt, bytes(payload)))
 
     def _on_placed(self, tag, nbytes, damaged):
         """The DMA engine placed ``nbytes`` of ``tag``'s pixels (its JPEG_END frame follows)."""
@@ -638,7 +644,7 @@ class Board(Device):
             attempt.damaged = True
             status = width = height = cycles = 0
         else:
-            status, width, height, cycles, _ = parse_end(record)
+            status, _, width, height, cycles, _ = END_FORMAT.unpack(record)   # (parse_end)
         status = _STATUS.get(status, JpegStatus.BAD_FRAME_HEADER)
         if status == JpegStatus.OK and attempt.filled != width * height * 3:
             attempt.damaged = True
@@ -647,7 +653,10 @@ class Board(Device):
             retry.append(job)
             return
         if status == JpegStatus.OK:
-            pixels = attempt.pixels[:attempt.filled].reshape(height, width, 3)
+            pixels = attempt.pixels
+            if len(pixels) != attempt.filled:
+                pixels = pixels[:attempt.filled]
+            pixels = pixels.reshape(height, width, 3)
             if job.host_resize:
                 try:
                     pixels = job.resize.apply(pixels)

@@ -26,6 +26,7 @@ from .scaled_decode import SCALES, scaled_decode, scaled_size
 __all__ = ["DecodeResult", "DecoderService", "describe_status", "UPSAMPLING"]
 
 UPSAMPLING = ("fancy", "fast")
+_OK = JpegStatus.OK
 
 
 @dataclass
@@ -109,11 +110,20 @@ class DecoderService:
         held = {}                           # index -> result decided on the host
 
         def jobs():
+            device, fast = self.device, self.fast
             for index, item in enumerate(items):
-                name, data = self._load(index, item)
-                status, width, height = precheck(data, self.device.max_width,
-                                                 self.device.max_height)
-                if status == JpegStatus.OK and scale > 1 and scale in self.device.scales:
+                if type(item) is bytes:
+                    name, data = f"#{index}", item
+                else:
+                    name, data = self._load(index, item)
+                status, width, height = precheck(data, device.max_width, device.max_height)
+                if status == _OK and scale == 1:          # (the device path: first)
+                    if resize is None:
+                        yield _Key(index, name, data), data, fast, (width, height)
+                    else:
+                        yield (_Key(index, name, data), data, fast, (width, height),
+                               resize(index, name, width, height))
+                elif status == JpegStatus.OK and scale > 1 and scale in self.device.scales:
                     width, height = scaled_size(width, height, scale)
                     yield (_Key(index, name, data), data, self.fast, (width, height),
                            None if resize is None else resize(index, name, width, height),
@@ -124,12 +134,6 @@ class DecoderService:
                         "without the reduced IDCTs (libjpeg-turbo on the host)", None, resize,
                         scale)
                     yield _Key(index, name, None), None, self.fast
-                elif status == JpegStatus.OK:
-                    if resize is None:
-                        yield _Key(index, name, data), data, self.fast, (width, height)
-                    else:
-                        yield (_Key(index, name, data), data, self.fast, (width, height),
-                               resize(index, name, width, height))
                 elif status.unsupported:
                     held[index] = self._fallback(index, name, data, describe_status(status),
                                                  None, resize, scale)

@@ -13,6 +13,10 @@ from ..rtl.jpeg.status import FRAME_TYPE_STATUS, JpegStatus as S
 __all__ = ["precheck"]
 
 _LUMA_FACTORS = {(1, 1), (2, 1), (1, 2), (2, 2)}
+#: per marker: a segment that is only skipped (tables, most APPn, COM, ...): 1
+_PLAIN = bytes(0 if m in (0xFF, 0xD9, 0x01, 0xDA, 0xE0, 0xEE) or 0xD0 <= m <= 0xD7
+               or 0xC0 <= m <= 0xCF and m != 0xC4 or m in (0xDE, 0xDF) else 1
+               for m in range(256))
 
 
 def precheck(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT):
@@ -34,6 +38,14 @@ def precheck(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT):
         if data[pos] != 0xFF:
             return S.UNEXPECTED_MARKER, width, height
         marker = data[pos + 1]
+        if _PLAIN[marker]:                      # (most segments: the walk's fast path)
+            length = data[pos + 2] << 8 | data[pos + 3]
+            if length < 2:
+                return S.BAD_MARKER_LENGTH, width, height
+            pos += 2 + length
+            if pos > n:
+                return S.TRUNCATED, width, height
+            continue
         if marker == 0xFF:                       # fill byte
             pos += 1
             continue

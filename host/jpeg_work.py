@@ -36,7 +36,10 @@ def decode_work(data):
             blocks = 0
             for k in range(pos + 11, pos + 11 + 3 * data[pos + 9], 3):
                 h, v = data[k] >> 4, data[k] & 15
-                h_max, v_max = max(h_max, h), max(v_max, v)
+                if h > h_max:
+                    h_max = h
+                if v > v_max:
+                    v_max = v
                 blocks += h * v
             per_pixel = blocks / (h_max * v_max)
             pixels = width * height

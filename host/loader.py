@@ -22,6 +22,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from hashlib import blake2b
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,7 +36,7 @@ from .scaled_decode import SCALES
 from .transforms import TRANSFORMS, eval_request, train_request
 
 __all__ = ["JpegBatches", "Batch", "Skipped", "DecodeFailed", "loader", "resize_image",
-           "train_generator", "scan_source", "JPEG_SUFFIXES", "LAYOUTS", "RESIZES"]
+           "train_generator", "train_seed", "scan_source", "JPEG_SUFFIXES", "LAYOUTS", "RESIZES"]
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 LAYOUTS = ("NCHW", "NHWC")
@@ -133,13 +134,19 @@ def _as_tensor(pixels):
     return t
 
 
+def train_seed(seed, epoch, name):
+    """The seed of one file's ``train`` draws (:func:`train_generator`'s)."""
+    digest = blake2b(f"{seed}/{epoch}/{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
 def train_generator(seed, epoch, name):
     """The ``torch.Generator`` of one file's ``train`` draws: seeded from the loader's
     ``seed``, the epoch and the file's name, so a file gets the same crop and flip whatever
-    the shard, worker or order that reads it (and other ones next epoch)."""
-    import hashlib
-    digest = hashlib.blake2b(f"{seed}/{epoch}/{name}".encode(), digest_size=8).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
+    the shard, worker or order that reads it (and other ones next epoch).  The loader itself
+    hands :func:`~dlforge.host.transforms.train_request` the seed (:func:`train_seed`): the
+    same draws, without torch's per-call cost."""
+    return torch.Generator().manual_seed(train_seed(seed, epoch, name))
 
 
 def resize_image(pixels, size, resize="shorter-crop"):
@@ -319,7 +326,7 @@ class _Producer:
         if self.transform == "eval":
             return eval_request(width, height, self.eval_resize, self.size)
         request, self._flips[index] = train_request(
-            width, height, train_generator(self.seed, self.epoch, name), self.size)
+            width, height, train_seed(self.seed, self.epoch, name), self.size)
         return request
 
     def _transformed(self, result):

@@ -16,9 +16,12 @@ from PIL import Image
 
 from ..rtl.resample.request import pack_request, table_bytes
 from ..rtl.resample.table import table_arrays
-from ..sim.resample_model import Coefficients, coefficients, vertical_first
+from ..sim.resample_model import Coefficients, _pillow_major, coefficients, vertical_first
 
-__all__ = ["Resize", "table_cache"]
+__all__ = ["Resize", "make_tables", "table_cache"]
+
+_set, _new = object.__setattr__, object.__new__
+_PILLOW = _pillow_major()           # (the installed Pillow's, once: its rules decide the order)
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,21 @@ class Resize:
 
     def __post_init__(self):
         # (tuples of ints: a Resize is a key of the request cache)
-        for name in ("box", "size", "window"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, tuple(int(v) for v in value))
+        _set(self, "box", tuple(map(int, self.box)))
+        _set(self, "size", tuple(map(int, self.size)))
+        if self.window is not None:
+            _set(self, "window", tuple(map(int, self.window)))
+
+    @classmethod
+    def crop(cls, box, size):
+        """``Resize(box, size)`` of a ``box`` and ``size`` already tuples of ints (the train
+        pipeline's, made per file: without the conversions)."""
+        self = _new(cls)
+        _set(self, "box", box)
+        _set(self, "size", size)
+        _set(self, "window", None)
+        _set(self, "filter", "BILINEAR")
+        return self
 
     @property
     def out_size(self):
@@ -70,9 +84,15 @@ class Resize:
     def request(self, taps, limits=None, pillow=None):
         """The request's bytes for a resampler of ``taps`` taps per pass whose crop and
         output may be up to ``limits`` (width, height).  ValueError when the device cannot
-        do it (an output needs more taps, or sizes beyond its limits).  Requests are kept
-        (the eval pipeline asks the same of every photo of a size)."""
-        return _request(self, taps, None if limits is None else tuple(limits), pillow)
+        do it (an output needs more taps, or sizes beyond its limits).  Requests of a box at
+        the image's corner are kept (the eval pipeline asks the same of every photo of a
+        size); a crop elsewhere (the train pipeline's random ones, seldom the same twice) is
+        made each time from the kept tables: keeping it would hold 14 KiB a file for
+        nothing, and push the host's own data out of the CPU's caches."""
+        limits = None if limits is None else tuple(limits)
+        if self.box[0] or self.box[1]:
+            return self._encode(taps, limits, pillow)
+        return _request(self, taps, limits, pillow)
 
     def _encode(self, taps, limits, pillow):
         left, top, right, bottom = self.box
@@ -80,19 +100,20 @@ class Resize:
         out_w, out_h = self.size
         if out_w < 1 or out_h < 1 or crop_w < 1 or crop_h < 1:
             raise ValueError(f"empty crop or output ({crop_w}x{crop_h} -> {out_w}x{out_h})")
-        order = vertical_first((0, 0, crop_w, crop_h), self.size, pillow)
+        order = vertical_first((0, 0, crop_w, crop_h), self.size,
+                               _PILLOW if pillow is None else pillow)
         wl, wt, wr, wb = self.window or (0, 0, out_w, out_h)
         x0, x1, across = _axis(crop_w, out_w, wl, wr, self.filter, taps)
         y0, y1, down = _axis(crop_h, out_h, wt, wb, self.filter, taps)
-        device_box = (left + x0, top + y0, left + x1, top + y1)
+        out = (wr - wl, wb - wt)
         if limits:
             most_w, most_h = limits
-            for what, (w, h) in (("crop", (x1 - x0, y1 - y0)), ("output", self.out_size)):
+            for what, (w, h) in (("crop", (x1 - x0, y1 - y0)), ("output", out)):
                 if w > most_w or h > most_h:
                     raise ValueError(f"{what} {w}x{h} is larger than the device's resampler "
                                      f"takes ({most_w}x{most_h})")
-        return pack_request(taps=taps, box=device_box, size=self.out_size,
-                            vertical_first=order, rows=across, columns=down)
+        return pack_request(taps=taps, box=(left + x0, top + y0, left + x1, top + y1),
+                            size=out, vertical_first=order, rows=across, columns=down)
 
     def apply(self, pixels):
         """The same on the CPU with Pillow itself: (H, W, 3) uint8 -> (h, w, 3) uint8.
@@ -122,6 +143,16 @@ def _axis(in_size, out_size, start, stop, filter, taps):
     lo, hi = int(first.min()), int((first + count).max())
     table = table_arrays(Coefficients(first - lo, count, c.weights[start:stop]), taps)
     return lo, hi, table_bytes(*table)
+
+
+def make_tables(in_sizes, out_size, taps, filter="BILINEAR"):
+    """Make (and keep) the tables that resize each of ``in_sizes`` to ``out_size`` whole,
+    as a crop's request asks for them; sizes beyond ``taps`` are skipped."""
+    for in_size in in_sizes:
+        try:
+            _axis(in_size, out_size, 0, out_size, filter, taps)
+        except ValueError:
+            pass
 
 
 def table_cache():

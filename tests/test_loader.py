@@ -434,6 +434,14 @@ def test_train_transform_draws_per_file_as_torchvision(tree, device):
     assert sum(np.array_equal(later[n], got[n]) for n in got) < GOOD
 
 
+def test_train_seeds_are_the_generators():
+    """The loader hands each file's seed to the draws (no generator): the same one."""
+    from dlforge.host.loader import train_generator, train_seed
+    for name in ("a.jpg", "dir/b.jpeg", "#3"):
+        assert train_seed(5, 2, name) == train_generator(5, 2, name).initial_seed()
+    assert train_seed(5, 2, "a.jpg") != train_seed(5, 3, "a.jpg")
+
+
 def test_transform_parameters_are_checked(tree):
     with pytest.raises(ValueError, match="transform must be one of eval, train"):
         JpegBatches(tree, 2, device="cpu", transform="test")

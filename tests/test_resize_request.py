@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import simplejpeg
 
+from dlforge.host import resize_request
 from dlforge.host.loader import train_generator
-from dlforge.host.resize_request import Resize
+from dlforge.host.resize_request import Resize, make_tables, table_cache
 from dlforge.host.transforms import eval_request, train_request
 from dlforge.rtl.resample.request import request_bytes
 from dlforge.sim.resample_model import apply_request
@@ -52,6 +53,31 @@ def test_train_requests_give_pillows_pixels():
     assert taken >= 30
 
 
+def test_crop_requests_are_made_each_time_from_kept_tables():
+    """A crop away from the image's corner (train's) is not kept whole, only its tables;
+    a request of the whole image (eval's) is; both equal a fresh encoding, and tables made
+    ahead (``make_tables``) equal the ones made when asked for."""
+    crop = Resize((17, 9, 317, 209), (224, 224))
+    kept = resize_request._request.cache_info().currsize
+    first = crop.request(TAPS, (1024, 1024))
+    assert crop.request(TAPS, (1024, 1024)) == first == crop._encode(TAPS, (1024, 1024), None)
+    assert resize_request._request.cache_info().currsize == kept
+    whole = eval_request(613, 411)
+    assert whole.request(TAPS, (1024, 1024)) == whole._encode(TAPS, (1024, 1024), None)
+    assert resize_request._request.cache_info().currsize == kept + 1
+    fresh = {n: resize_request._axis.__wrapped__(n, 96, 0, 96, "BILINEAR", TAPS)
+             for n in (97, 150, 288)}
+    resize_request._axis.cache_clear()
+    make_tables([97, 150, 288, 1000], 96, TAPS)         # (1000 -> 96 needs more taps: none)
+    info = table_cache()
+    assert (info.misses, info.currsize) == (4, 3)
+    assert all(resize_request._axis(n, 96, 0, 96, "BILINEAR", TAPS) == t
+               for n, t in fresh.items())
+    assert table_cache().hits == 3
+    r = Resize((3, 4, 153, 292), (96, 96))
+    assert r.request(TAPS) == r._encode(TAPS, None, None) and table_cache().hits == 7
+
+
 @pytest.mark.parametrize("resize", [
     Resize((3, 2, 43, 30), (24, 20)),                     # shrink, both axes
     Resize((0, 0, 48, 32), (30, 12)),                     # vertical first (Pillow 13)
@@ -80,6 +106,9 @@ def test_checks():
     with pytest.raises(ValueError, match="larger than the device's resampler"):
         Resize((0, 0, 1100, 100), (1000, 100)).request(TAPS, (1024, 1024))
     assert Resize([1, 2, 3, 4], [5, 6]).box == (1, 2, 3, 4)           # (hashable)
+    made = Resize.crop((1, 2, 3, 4), (5, 6))                            # (train's, quicker)
+    assert made == Resize((1, 2, 3, 4), (5, 6)) and hash(made) == hash(Resize([1, 2, 3, 4],
+                                                                            [5, 6]))
 
 
 def test_the_model_refuses_what_the_core_refuses():

@@ -12,8 +12,10 @@ import skimage.data
 import torch
 from PIL import Image
 
+from dlforge.host import transforms
 from dlforge.host.transforms import (center_crop_box, eval_transform, flip_draw,
-                                     random_resized_crop_box, resize_size, train_transform)
+                                     random_resized_crop_box, resize_size, torch_words,
+                                     train_draws, train_request, train_transform)
 from dlforge.sim.resample_model import crop_resize, resize
 
 
@@ -65,6 +67,68 @@ def test_random_resized_crop_draws_as_torchvision(size):
         g = torch.Generator().manual_seed(seed)
         assert random_resized_crop_box(width, height, g) == (left, top, left + w, top + h)
         assert flip_draw(g) == flip
+
+
+def test_torch_words_are_the_generators_stream():
+    """torch's CPU generator, seeded alike (63-bit seeds included: only the low 32 bits
+    seed it), draws one of these words for each ``uniform_``, ``rand`` and ``randint`` (of
+    a range up to a JPEG's sides; torch 2.13 takes two words for one of 2**28 or more)."""
+    for seed in (0, 1, 5489, 2**32 - 1, 2**32 + 3, 2**62 + 12345, 2**63 - 1):
+        words = torch_words(seed, 40)
+        g = torch.Generator().manual_seed(seed)
+        assert torch.randint(0, 1 << 24, (10,), generator=g).tolist() == \
+            [w & 0xFFFFFF for w in words[:10]]
+        assert [int(torch.randint(0, n, (1,), generator=g)) for n in (7, 500, 65536)] == \
+            [words[10] % 7, words[11] % 500, words[12] % 65536]
+        assert float(torch.rand(1, generator=g)) == (words[13] & 0xFFFFFF) / 2**24
+
+
+_SIZES = [(500, 375), (375, 500), (224, 224), (1000, 12), (9, 700), (31, 29), (1, 1),
+          (2, 3), (4000, 3000), (640, 427), (333, 500)]
+
+
+def _torch_draws(width, height, seed):
+    g = torch.Generator().manual_seed(seed)
+    return random_resized_crop_box(width, height, g), flip_draw(g)
+
+
+def test_draws_from_a_seed_equal_the_generators(monkeypatch):
+    """``train_draws``: the box and the flip of a fresh generator's ``get_params`` and
+    ``flip_draw``, on 8000 seeds of many sizes (random ones too, the fallback's extremes
+    included); the few too close to a rounding boundary to call are drawn with torch."""
+    rng = np.random.default_rng(7)
+    torch_made = []
+    real = transforms.random_resized_crop_box
+
+    def counted(*args, **kwargs):
+        torch_made.append(args[:2])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(transforms, "random_resized_crop_box", counted)
+    for k in range(8000):
+        seed = int(rng.integers(0, 2**63))
+        width, height = _SIZES[k % len(_SIZES)] if k % 4 else \
+            (int(rng.integers(1, 3000)), int(rng.integers(1, 3000)))
+        assert train_draws(width, height, seed) == _torch_draws(width, height, seed), \
+            (width, height, seed)
+    assert 0 < len(torch_made) < 80                     # (some 3 in a thousand)
+
+
+def test_draws_too_close_to_call_are_torchs(monkeypatch):
+    """With a margin too wide to call any draw, every one is torch's own."""
+    monkeypatch.setattr(transforms, "_MARGIN", 0.5)
+    for seed in range(50):
+        assert train_draws(500, 375, seed) == _torch_draws(500, 375, seed)
+    assert train_draws(70000, 300, 3) == _torch_draws(70000, 300, 3)    # (beyond a JPEG)
+
+
+def test_train_requests_from_a_seed_or_a_generator_agree():
+    for seed in range(30):
+        fast = train_request(500, 375, seed, 96)
+        assert fast == train_request(500, 375, torch.Generator().manual_seed(seed), 96)
+        torch.manual_seed(seed)
+        top, left, h, w = _reference_params(500, 375)
+        assert fast[0].box == (left, top, left + w, top + h) and fast[0].size == (96, 96)
+        assert fast[1] == bool(torch.rand(1) < 0.5)
 
 
 def _photo(width=500, height=375, subsampling=2):

@@ -30,15 +30,14 @@ import os
 import select
 import struct
 import time
-import weakref
 from collections import deque
 
 import numpy as np
 
 from ...rtl.link.dma_layout import (CONTROL_BYTES, DESCRIPTOR, FLAG_BAD_CRC, FLAG_OVERFLOW, MAGIC,
                                     PLACED, RECORD_HEADER, VERSION, Desc, Field, Rec)
-from ...rtl.link.protocol import Opcode
-from .frame_link import FrameLink
+from ...rtl.link.protocol import Opcode, check_header, payload_span
+from .frame_link import BARRIER_TAG, FrameLink
 from .transport import DeviceGone, DeviceUnreachable, Transport
 
 __all__ = ["DmaTransport", "DmaLink", "Arena"]
@@ -76,6 +75,41 @@ class Arena:
             k -= 1
             del self.free[k]
         self.free.insert(k, (off, size))
+
+
+def _numpy_address(data):
+    return np.frombuffer(data, np.uint8).ctypes.data
+
+
+def _bytes_offset():
+    """Where a bytes object's first byte lies from its ``id`` (CPython: the object's
+    address), found from two objects; None where ``id`` is not an address."""
+    offsets = {_numpy_address(b) - id(b) for b in (b"probe.", bytes(4096))}
+    return offsets.pop() if len(offsets) == 1 else None
+
+
+_BYTES_AT = _bytes_offset()
+
+
+def _address(data):
+    """The address of the first byte of ``data`` (a memoryview of a file's bytes, as
+    post_file passes them): for a view of a whole bytes object, from the object's address
+    (a file that goes in one part: nearly all of them), else through numpy (a microsecond
+    and numpy's own code once per file)."""
+    if _BYTES_AT is not None:
+        whole = getattr(data, "obj", None)
+        if type(whole) is bytes and len(whole) == data.nbytes:
+            return id(whole) + _BYTES_AT
+    return _numpy_address(data)
+
+
+class _Slot:
+    """The owner of an arena slot's bytes (mixed into a ctypes array type of its size): the
+    base of the arrays over it, which gives the slot back when the last of them is gone."""
+
+    def __del__(self):
+        arena, off, size = self.slot
+        arena.release(off, size)
 
 
 class DmaTransport(Transport):
@@ -206,6 +240,10 @@ class DmaLink(FrameLink):
         self.src_inflight = deque()         # (descriptor number, src_head after it)
         self.arena = Arena(t.arena_size)
         self.held = {}                      # tag -> array the engine may still write
+        # slot size -> its ctypes array type (a _Slot), kept: ctypes keeps array types only
+        # while an instance lives, and making one again costs some 70 us (once a batch's
+        # images were gone, the next batch's first image paid it)
+        self.slot_types = {}
         self.placed = self.unplaced = self.arena_full = self.ring_full = 0
         self.records = 0
         self.progress = 0
@@ -283,8 +321,11 @@ class DmaLink(FrameLink):
             self.arena_full += 1
             return None
         off, size = slot
-        owner = (ctypes.c_uint8 * size).from_buffer(self.transport.arena_mm, off)
-        weakref.finalize(owner, self.arena.release, off, size)
+        kind = self.slot_types.get(size)
+        if kind is None:
+            kind = self.slot_types[size] = type("Slot", (_Slot, ctypes.c_uint8 * size), {})
+        owner = kind.from_buffer(self.transport.arena_mm, off)
+        owner.slot = self.arena, off, size
         array = np.frombuffer(owner, np.uint8, nbytes)
         self.held[tag] = array
         self.posts.append((Desc.PLACE, 0, 0, tag, 0, (off, nbytes), 0, 0, 0))
@@ -302,10 +343,21 @@ class DmaLink(FrameLink):
         while self.src_inflight and self.src_inflight[0][0] < tail:
             self.src_tail = self.src_inflight.popleft()[1]     # (and FILE_AT's bytes let go)
         head, posted = self.desc_head, False
-        while self.posts and head - tail < t.desc_count:
-            kind, opcode, status, tag, chunk, what, seq, lane, capacity = self.posts[0]
+        posts, count, pack, at, step = self.posts, t.desc_count, DESCRIPTOR.pack_into, \
+            t.desc_off, DESCRIPTOR.size
+        while posts and head - tail < count:
+            kind, opcode, status, tag, chunk, what, seq, lane, capacity = posts[0]
             offset = length = 0
-            if kind in (Desc.BYTES, Desc.FILE):
+            if kind == Desc.FILE_AT:
+                # the engine reads the bytes where they lie: they stay alive (in src_inflight)
+                # until it is done with the descriptor
+                length = len(what)
+                offset = _address(what) if length else 0
+                self.src_inflight.append((head, self.src_head, what))
+                self.bytes_out += length
+            elif kind == Desc.PLACE or kind == Desc.PROBE:
+                offset, capacity = what
+            elif kind == Desc.BYTES or kind == Desc.FILE:
                 length = len(what)
                 offset = self._src_alloc(length)
                 if offset is None:
@@ -314,19 +366,9 @@ class DmaLink(FrameLink):
                 self.mv[t.src_off + offset:t.src_off + offset + length] = what
                 self.src_inflight.append((head, self.src_head))
                 self.bytes_out += length
-            elif kind == Desc.FILE_AT:
-                # the engine reads the bytes where they lie: they stay alive (in src_inflight)
-                # until it is done with the descriptor
-                length = len(what)
-                offset = np.frombuffer(what, np.uint8).ctypes.data if length else 0
-                self.src_inflight.append((head, self.src_head, what))
-                self.bytes_out += length
-            elif kind in (Desc.PLACE, Desc.PROBE):
-                offset, capacity = what
-            DESCRIPTOR.pack_into(mm, t.desc_off + (head % t.desc_count) * DESCRIPTOR.size,
-                                 kind, opcode, status, seq, tag, lane, chunk, length, offset,
-                                 capacity)
-            self.posts.popleft()
+            pack(mm, at + head % count * step, kind, opcode, status, seq, tag, lane, chunk,
+                 length, offset, capacity)
+            posts.popleft()
             head += 1
             posted = True
         if posted:
@@ -424,6 +466,34 @@ class DmaLink(FrameLink):
         return True
 
     def _take_bytes(self, data):
+        if self.start == self.end and not self.verify and not self._origin % self._width:
+            # Nothing waits in the buffer: the record's whole frames (each file's JPEG_END,
+            # the control replies) are handed on from the ring itself, not copied first; the
+            # rest (a frame cut across records, damage) goes through the buffer's parser.
+            # (on_frame copies what it keeps: the ring's bytes are the engine's again once
+            # REC_TAIL moves)
+            n, at = len(data), 0
+            w, span, tail = self._width, self._header_span, self._trailer_span
+            while n - at >= span and data[at] == 0x5A and data[at + 1] == 0xA5:
+                fields = check_header(data, at, self.max_reply)
+                if fields is None:
+                    break
+                opcode, status, tag, length, seq = fields
+                total = span + payload_span(length, w) + tail
+                if n - at < total:
+                    break
+                payload = data[at + span:at + span + length]
+                at += total
+                if tag == BARRIER_TAG:
+                    self._on_barrier(opcode, status, payload)
+                else:
+                    self.on_frame(opcode, status, tag, payload, seq)
+            if at:
+                self.bytes_in += at
+                self._origin = (self._origin + at) & 63
+                if at == n:
+                    return
+                data = data[at:]
         n = len(data)
         if len(self.buffer) - self.end < n:
             self._compact()
