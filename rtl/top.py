@@ -160,7 +160,7 @@ class AcceleratorTop(wiring.Component):
                   Register.RESAMPLE_TAPS: self.resample_taps,
                   Register.RESAMPLE_MAX: self.resample_max[0] | self.resample_max[1] << 16
                   if self.resample_taps else 0,
-                  Register.SCALES: scales_word(SCALES if self.scaling else (1,))}
+                  Register.SCALES: scales_word(SCALES) if self.scaling else 0}
         if self.conv:
             c = self.conv
             values |= {Register.ARRAY: array_word(c), Register.LINK_BYTES: c.link_bytes,
