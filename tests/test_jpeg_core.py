@@ -194,40 +194,13 @@ def test_scaled_decodes_on_the_core():
 def _core_resize(jpeg, resize, lanes):
     """One file with a resize request through ``JpegCore`` in the Amaranth simulator:
     (the DecodedImage, the golden model's pixels)."""
-    from amaranth.sim import Simulator
-
-    from dlforge.rtl.jpeg.packets import input_beats, parse_output
     from dlforge.sim.jpeg_model import decode
     from dlforge.sim.resample_model import apply_request
 
     request = resize.request(7, (64, 64))
     core = JpegCore(max_width=64, max_height=64, input_bytes=4, resample_taps=7,
                     resample_max=(64, 64), resample_lanes=lanes)
-    beats = input_beats(request + jpeg, tag=3, input_bytes=4, resize=True)
-    out = []
-
-    async def feed(ctx):
-        for b in beats:
-            ctx.set(core.i.valid, 1)
-            ctx.set(core.i.payload.as_value(), b)
-            await ctx.tick().until(core.i.ready)
-        ctx.set(core.i.valid, 0)
-
-    async def drain(ctx):
-        ctx.set(core.o.ready, 1)
-        while True:
-            _, _, valid, payload = await ctx.tick().sample(core.o.valid, core.o.payload)
-            if valid:
-                out.append(payload.as_value().value)
-                if payload.last:
-                    return
-
-    sim = Simulator(core)
-    sim.add_clock(1e-8)
-    sim.add_testbench(feed, background=True)
-    sim.add_testbench(drain)
-    sim.run()
-    [image] = parse_output(out)
+    [image] = _core_files(core, [(request + jpeg, True, False)])
     want = apply_request(decode(jpeg).pixels, request, 7)
     return image, want
 

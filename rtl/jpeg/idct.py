@@ -150,13 +150,18 @@ class Idct(wiring.Component):
         # first adders of the pass that follows.
         m.submodules.columns_reg = columns_reg = PipeStage(columns.o.payload.shape(),
                                                            columns.o.payload.shape())
-        if self.reduced:
-            return self._elaborate_reduced(m, dequant, columns, columns_reg)
-        m.submodules.pass1 = pass1 = Idct1D(DEQUANT_SHAPE, K.PASS1_MOD_BITS, K.PASS1_DESCALE)
+        if self.reduced:        # every size side by side: pass 1 mod 2**43 at most, 30-bit lanes
+            pass1 = Idct1D(DEQUANT_SHAPE, *K.SIZE_PASS1[3], reduced=K.SIZE_PASS1)
+        else:
+            pass1 = Idct1D(DEQUANT_SHAPE, K.PASS1_MOD_BITS, K.PASS1_DESCALE)
+        m.submodules.pass1 = pass1
         m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8)
         m.submodules.rows_reg = rows_reg = PipeStage(rows.o.payload.shape(), rows.o.payload.shape())
-        m.submodules.pass2 = pass2 = Idct1D(unsigned(pass1.out_bits), K.PASS2_BITS, K.PASS2_DESCALE)
-        m.submodules.narrow = narrow = Narrow(unsigned(8), 8, lanes)
+        if self.reduced:
+            pass2 = Idct1D(unsigned(pass1.out_bits), *K.SIZE_PASS2[3], reduced=K.SIZE_PASS2)
+        else:
+            pass2 = Idct1D(unsigned(pass1.out_bits), K.PASS2_BITS, K.PASS2_DESCALE)
+        m.submodules.pass2 = pass2
 
         wiring.connect(m, wiring.flipped(self.i), dequant.i)
         wiring.connect(m, dequant.o, columns.i)
@@ -166,6 +171,9 @@ class Idct(wiring.Component):
         # reading that block's columns yields the rows of the original one.
         wiring.connect(m, pass1.o, rows.i)
         wiring.connect(m, rows.o, rows_reg.i)
+        if self.reduced:
+            return self._reduced_sizes(m, pass1, rows_reg, pass2)
+        m.submodules.narrow = narrow = Narrow(unsigned(8), 8, lanes)
         wiring.connect(m, rows_reg.o, pass2.i)
         m.d.comb += [
             narrow.i.valid.eq(pass2.o.valid),
@@ -176,22 +184,9 @@ class Idct(wiring.Component):
         wiring.connect(m, narrow.o, wiring.flipped(self.o))
         return m
 
-    def _elaborate_reduced(self, m, dequant, columns, columns_reg):
-        """The 8-lane pipeline with every size: same stages, plus the two block counters."""
-        m.submodules.pass1 = pass1 = Idct1D(DEQUANT_SHAPE, *K.SIZE_PASS1[3],
-                                            reduced=K.SIZE_PASS1)
-        m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8)
-        m.submodules.rows_reg = rows_reg = PipeStage(rows.o.payload.shape(), rows.o.payload.shape())
-        m.submodules.pass2 = pass2 = Idct1D(unsigned(pass1.out_bits), *K.SIZE_PASS2[3],
-                                            reduced=K.SIZE_PASS2)
-
-        wiring.connect(m, wiring.flipped(self.i), dequant.i)
-        wiring.connect(m, dequant.o, columns.i)
-        wiring.connect(m, columns.o, columns_reg.i)
-        wiring.connect(m, columns_reg.o, pass1.i)
-        wiring.connect(m, pass1.o, rows.i)
-        wiring.connect(m, rows.o, rows_reg.i)
-
+    def _reduced_sizes(self, m, pass1, rows_reg, pass2):
+        """The reduced pipeline's own part: the two block counters, the rows a block lacks
+        dropped before pass 2, and the lanes above a block's size zeroed."""
         # Pass 1: each column vector takes its block's size (all eight columns are computed:
         # the rows gather wants whole blocks, and the spare ones cost nothing at this rate).
         _, size1 = _block_sizes(m, self.sizes, pass1.i.valid & pass1.i.ready, "pass1")
