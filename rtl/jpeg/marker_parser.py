@@ -27,6 +27,8 @@ gets one made-up beat, FF with ``last`` (a fill byte at the end of the data), so
 what the model's ``decode_scan`` reports for an empty scan instead of waiting for bytes.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
@@ -45,6 +47,56 @@ _SOF_KIND = FRAME_TYPE_STATUS
 
 # Table sub-parser states (DQT and DHT bodies).
 _T_HDR, _T_CNT, _T_DATA = 0, 1, 2
+
+
+class _Steps:
+    """The FSM's shared moves (end the file, go on unless the packet ended, note a fault), so
+    that every state spells them the same way."""
+
+    def __init__(self, m, status, perr, marker, trailer):
+        self.m = m
+        self.status, self.perr, self.marker, self.trailer = status, perr, marker, trailer
+
+    def finish(self, code):
+        self.m.d.sync += self.status.eq(code)
+        self.m.next = "DRAIN"
+
+    def goto(self, state, is_last, trunc=S.TRUNCATED):
+        with self.m.If(is_last):
+            self.finish(trunc)
+        with self.m.Else():
+            self.m.next = state
+
+    def flag(self, code):
+        self.m.d.sync += self.perr.eq(code)
+
+    @staticmethod
+    def no_length(c):
+        """Markers without a length: SOI, EOI, RSTn, TEM."""
+        return (c == 0xD8) | (c == 0xD9) | (c[3:8] == 0b11010) | (c == 0x01)
+
+    def header_marker(self, c, is_last):
+        m = self.m
+        with m.If(self.no_length(c)):
+            self.finish(S.UNEXPECTED_MARKER)
+        with m.Else():
+            m.d.sync += self.marker.eq(c)
+            self.goto("LEN_HI", is_last)
+
+    def trailer_marker(self, c, is_last):
+        """check_trailer: only EOI ends the file well; other segments are skipped."""
+        m = self.m
+        with m.If(c == 0xD9):
+            self.finish(S.OK)
+        with m.Elif(c == 0xDA):
+            self.finish(S.UNSUPPORTED_MULTISCAN)
+        with m.Elif(c == 0xDC):
+            self.finish(S.UNSUPPORTED_DNL)
+        with m.Elif(self.no_length(c)):
+            self.finish(S.UNEXPECTED_MARKER)
+        with m.Else():
+            m.d.sync += [self.marker.eq(c), self.trailer.eq(1)]
+            self.goto("LEN_HI", is_last)
 
 
 class MarkerParser(wiring.Component):
@@ -81,462 +133,516 @@ class MarkerParser(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        byte, last = self.i.payload.byte, self.i.payload.last
         take = Signal()                  # an input byte is consumed (by us or by `entropy`)
         m.d.comb += take.eq(self.i.valid & self.i.ready)
 
-        # ---- Per-file state (cleared when the result is taken) --------------------------
-        status = Signal(8)
-        pkt_over = Signal()              # the packet's last byte has been consumed
-        trailer = Signal()               # after the scan: check_trailer's rules
-        quant_def, dc_def, ac_def = Signal(4), Signal(4), Signal(4)   # defined in this file
-        dc_big = Signal(4)               # DC tables with a symbol above 15 (libjpeg refuses)
-        frame_seen = Signal()
-        jfif, adobe, adobe_t = Signal(), Signal(), Signal(8)
-        restart = Signal(16)
-        synth = Signal()                 # the made-up FF/last beat for an empty scan is due
-        per_file = [status, pkt_over, trailer, quant_def, dc_def, ac_def, dc_big, frame_seen,
-                    jfif, adobe, adobe_t, restart, synth]
-
-        # ---- Segment state ------------------------------------------------------------
-        marker = Signal(8)
-        len_hi = Signal(8)
-        blen = Signal(16)                # body length (segment length - 2)
-        remaining = Signal(16)           # body bytes left, the current one included
-        bpos = Signal(5)                 # body position, saturating
-        seg_last = Signal()              # the segment's final byte was the packet's last
-        perr = Signal(8)                 # the first fault found inside this segment
-        app_match, app_t = Signal(), Signal(8)
-        tstate = Signal(2)
-        tleft = Signal(9)                # table data bytes left
-        tcnt = Signal(4)                 # DHT: which of the 16 counts
-        total = Signal(12)               # DHT: symbols announced so far
-        code = Signal(18)                # DHT: canonical code space used (jdhuff.c check)
-        cur_dc, cur_th = Signal(), Signal(2)     # DHT: the table being read
-
-        # ---- Frame and scan ---------------------------------------------------------------
-        width, height = Signal(16), Signal(16)
-        ncomp = Signal(8)
-        prec8 = Signal()
-        ident = [Signal(8, name=f"ident{c}") for c in range(MAX_COMPONENTS)]
-        hf = [Signal(3, name=f"h{c}") for c in range(MAX_COMPONENTS)]
-        vf = [Signal(3, name=f"v{c}") for c in range(MAX_COMPONENTS)]
-        tq = [Signal(2, name=f"tq{c}") for c in range(MAX_COMPONENTS)]
-        td = [Signal(2, name=f"td{c}") for c in range(MAX_COMPONENTS)]
-        ta = [Signal(2, name=f"ta{c}") for c in range(MAX_COMPONENTS)]
-        h2, v2 = Signal(), Signal()      # the MCU is 2 luma blocks across / down
-        mcux, mcuy = Signal(10), Signal(14)
-        mul_a, mul_b, acc = Signal(24), Signal(14), Signal(24)
-
-        is_dqt = marker == 0xDB
-        is_dht = marker == 0xC4
-        is_sof = (marker[4:8] == 0xC) & ~is_dht & (marker != 0xCC)
-        is_sos = marker == 0xDA
-        is_dri = marker == 0xDD
-        sof_kind = Signal(8)
-        with m.Switch(marker):
-            for sof, kind in _SOF_KIND.items():
-                with m.Case(sof):
-                    m.d.comb += sof_kind.eq(kind)
-
-        # ---- Output streams: valid held until taken ------------------------------------
-        for out in (self.dqt, self.dht, self.scan, self.frame):
-            with m.If(out.ready):
-                m.d.sync += out.valid.eq(0)
-        fwd_q = ~trailer & is_dqt
-        fwd_h = ~trailer & is_dht
-        fwd_stall = ((fwd_q & self.dqt.valid & ~self.dqt.ready)
-                     | (fwd_h & self.dht.valid & ~self.dht.ready))
-
-        def finish(code):
-            m.d.sync += status.eq(code)
-            m.next = "DRAIN"
-
-        def goto(state, is_last, trunc=S.TRUNCATED):
-            with m.If(is_last):
-                finish(trunc)
-            with m.Else():
-                m.next = state
-
-        def no_length(c):
-            """Markers without a length: SOI, EOI, RSTn, TEM."""
-            return (c == 0xD8) | (c == 0xD9) | (c[3:8] == 0b11010) | (c == 0x01)
-
-        def header_marker(c, is_last):
-            with m.If(no_length(c)):
-                finish(S.UNEXPECTED_MARKER)
-            with m.Else():
-                m.d.sync += marker.eq(c)
-                goto("LEN_HI", is_last)
-
-        def trailer_marker(c, is_last):
-            """check_trailer: only EOI ends the file well; other segments are skipped."""
-            with m.If(c == 0xD9):
-                finish(S.OK)
-            with m.Elif(c == 0xDA):
-                finish(S.UNSUPPORTED_MULTISCAN)
-            with m.Elif(c == 0xDC):
-                finish(S.UNSUPPORTED_DNL)
-            with m.Elif(no_length(c)):
-                finish(S.UNEXPECTED_MARKER)
-            with m.Else():
-                m.d.sync += [marker.eq(c), trailer.eq(1)]
-                goto("LEN_HI", is_last)
-
-        def flag(code):
-            m.d.sync += perr.eq(code)
-
-        premature = S.TRUNCATED
-
-        def table_data():
-            m.d.sync += tleft.eq(tleft - 1)
-            with m.If(tleft == 1):
-                m.d.sync += tstate.eq(_T_HDR)
-
-        def parse_body():
-            """The checks of one header body byte, in the model's order (no fault yet)."""
-            with m.If(is_dqt):                                      # _parse_dqt
-                with m.Switch(tstate):
-                    with m.Case(_T_HDR):
-                        pq, tid = byte[4:8], byte[0:4]
-                        size = Mux(pq[0], 128, 64)
-                        with m.If((pq > 1) | (tid > 3)):
-                            flag(S.BAD_TABLE)
-                        with m.Elif(remaining <= size):             # runs past the segment
-                            flag(S.BAD_TABLE)
-                        with m.Else():
-                            m.d.sync += [quant_def.eq(quant_def | (Const(1, 4) << tid[:2])),
-                                         tleft.eq(size), tstate.eq(_T_DATA)]
-                    with m.Case(_T_DATA):
-                        table_data()
-
-            with m.Elif(is_dht):                                    # _parse_dht
-                with m.Switch(tstate):
-                    with m.Case(_T_HDR):
-                        tc, th = byte[4:8], byte[0:4]
-                        with m.If((remaining < 17) | (tc > 1) | (th > 3)):
-                            flag(S.BAD_TABLE)
-                        with m.Else():
-                            bit = Const(1, 4) << th[:2]
-                            with m.If(tc[0]):
-                                m.d.sync += ac_def.eq(ac_def | bit)
-                            with m.Else():                  # a new table replaces the old
-                                m.d.sync += [dc_def.eq(dc_def | bit), dc_big.eq(dc_big & ~bit)]
-                            m.d.sync += [tcnt.eq(0), total.eq(0), code.eq(0), tstate.eq(_T_CNT),
-                                         cur_dc.eq(~tc[0]), cur_th.eq(th[:2])]
-                    with m.Case(_T_CNT):
-                        code_new = code + byte
-                        total_new = total + byte
-                        m.d.sync += [code.eq(code_new << 1), total.eq(total_new),
-                                     tcnt.eq(tcnt + 1)]
-                        # The codes must fit their lengths and none may be all ones.
-                        with m.If(code_new >= (Const(2, 18) << tcnt)):
-                            flag(S.BAD_TABLE)
-                        with m.Elif(tcnt == 15):
-                            with m.If((total_new > 256) | (total_new >= remaining)):
-                                flag(S.BAD_TABLE)
-                            with m.Elif(total_new == 0):
-                                m.d.sync += tstate.eq(_T_HDR)
-                            with m.Else():
-                                m.d.sync += [tleft.eq(total_new), tstate.eq(_T_DATA)]
-                    with m.Case(_T_DATA):
-                        table_data()
-                        with m.If(cur_dc & (byte > 15)):
-                            m.d.sync += dc_big.eq(dc_big | (Const(1, 4) << cur_th))
-
-            with m.Elif(is_sof):                                    # _parse_sof
-                with m.Switch(bpos):
-                    with m.Case(0):
-                        m.d.sync += prec8.eq(byte == 8)
-                    with m.Case(1):
-                        m.d.sync += height[8:16].eq(byte)
-                    with m.Case(2):
-                        m.d.sync += height[0:8].eq(byte)
-                    with m.Case(3):
-                        m.d.sync += width[8:16].eq(byte)
-                    with m.Case(4):
-                        m.d.sync += width[0:8].eq(byte)
-                    with m.Case(5):                 # the counts and sizes, in the model's order
-                        m.d.sync += ncomp.eq(byte)
-                        with m.If(blen != 6 + byte + (byte << 1)):
-                            flag(S.BAD_FRAME_HEADER)
-                        with m.Elif(~prec8):
-                            flag(S.UNSUPPORTED_PRECISION)
-                        with m.Elif(height == 0):
-                            flag(S.UNSUPPORTED_DNL)
-                        with m.Elif(width == 0):
-                            flag(S.BAD_FRAME_HEADER)
-                        with m.Elif((byte != 1) & (byte != 3)):
-                            flag(S.UNSUPPORTED_COMPONENTS)
-                    for c in range(MAX_COMPONENTS):
-                        with m.Case(6 + 3 * c):
-                            m.d.sync += ident[c].eq(byte)
-                            for j in range(c):
-                                with m.If(ident[j] == byte):
-                                    flag(S.BAD_FRAME_HEADER)        # an id twice
-                        with m.Case(7 + 3 * c):
-                            h, v = byte[4:8], byte[0:4]
-                            m.d.sync += [hf[c].eq(h), vf[c].eq(v)]
-                            with m.If((h < 1) | (h > 4) | (v < 1) | (v > 4)):
-                                flag(S.BAD_FRAME_HEADER)
-                        with m.Case(8 + 3 * c):
-                            m.d.sync += tq[c].eq(byte)
-                            with m.If(byte > 3):
-                                flag(S.BAD_FRAME_HEADER)
-
-            with m.Elif(is_sos):                                    # _parse_sos
-                with m.If(bpos == 0):
-                    with m.If(blen != 4 + (byte << 1)):
-                        flag(S.BAD_SCAN_HEADER)
-                    with m.Elif(byte != ncomp):
-                        flag(S.UNSUPPORTED_MULTISCAN)
-                for n in (1, 3):                    # past byte 0 the count is the frame's
-                    with m.Elif(ncomp == n):
-                        with m.Switch(bpos):
-                            for c in range(n):
-                                with m.Case(1 + 2 * c):
-                                    with m.If(byte != ident[c]):
-                                        flag(S.BAD_SCAN_HEADER)
-                                with m.Case(2 + 2 * c):
-                                    m.d.sync += [td[c].eq(byte[4:8]), ta[c].eq(byte[0:4])]
-                                    with m.If((byte[4:8] > 3) | (byte[0:4] > 3)):
-                                        flag(S.BAD_SCAN_HEADER)
-                            for k, want in enumerate((0, 63, 0)):   # Ss, Se, Ah/Al
-                                with m.Case(1 + 2 * n + k):
-                                    with m.If(byte != want):
-                                        flag(S.BAD_SCAN_HEADER)
-
-            with m.Elif(is_dri):
-                with m.If(bpos == 0):
-                    m.d.sync += restart[8:16].eq(byte)
-                with m.Else():
-                    m.d.sync += restart[0:8].eq(byte)
-
-            with m.Elif((marker == 0xE0) | (marker == 0xEE)):       # JFIF / Adobe
-                for k in range(5):
-                    with m.If(bpos == k):
-                        want = Mux(marker == 0xE0, b"JFIF\0"[k], b"Adobe"[k])
-                        with m.If(byte != want):
-                            m.d.sync += app_match.eq(0)
-                with m.If(bpos == 11):
-                    m.d.sync += app_t.eq(byte)
-
-        def accept_scan():
-            """SOS complete and well formed: the table and colour checks, then the scan."""
-            missing = Signal(8)
-            for c in reversed(range(MAX_COMPONENTS)):   # the first component with a gap wins
-                no_q = ~quant_def.bit_select(tq[c], 1)
-                no_h = ~dc_def.bit_select(td[c], 1) | ~ac_def.bit_select(ta[c], 1)
-                with m.If((c < ncomp) & (no_q | no_h)):
-                    m.d.comb += missing.eq(Mux(no_q, S.MISSING_QUANT_TABLE,
-                                               S.MISSING_HUFFMAN_TABLE))
-            big_dc = Cat((c < ncomp) & dc_big.bit_select(td[c], 1)
-                         for c in range(MAX_COMPONENTS)).any()
-            rgb_ids = Cat(ident[0], ident[1], ident[2]) == int.from_bytes(b"RGB", "little")
-            rgb = Mux(adobe, adobe_t == 0, rgb_ids)               # jdapimin.c's guess
-            with m.If(missing != 0):
-                finish(missing)
-            with m.Elif(big_dc):
-                finish(S.BAD_TABLE)
-            with m.Elif((ncomp == 3) & ~jfif & rgb):
-                finish(S.UNSUPPORTED_COLORSPACE)
-            with m.Else():
-                color = ncomp == 3
-                scan, frame = self.scan.payload, self.frame.payload
-                hl, vl = Mux(h2, 2, 1), Mux(v2, 2, 1)
-                m.d.sync += [
-                    scan.components.eq(ncomp), scan.restart_interval.eq(restart),
-                    scan.h[0].eq(hl), scan.v[0].eq(vl),
-                    frame.width.eq(width), frame.height.eq(height), frame.components.eq(ncomp),
-                    frame.h.eq(hl), frame.v.eq(vl), frame.mcux.eq(mcux), frame.mcuy.eq(mcuy),
-                    mul_a.eq(mcux), mul_b.eq(mcuy), acc.eq(0), synth.eq(seg_last),
-                ]
-                for c in range(MAX_COMPONENTS):
-                    present = 1 if c == 0 else color
-                    m.d.sync += [self.quant_select[c].eq(Mux(present, tq[c], 0)),
-                                 scan.td[c].eq(Mux(present, td[c], 0)),
-                                 scan.ta[c].eq(Mux(present, ta[c], 0))]
-                    if c:
-                        m.d.sync += [scan.h[c].eq(color), scan.v[c].eq(color)]
-                m.next = "MUL"
+        f = self._per_file_state()
+        seg = self._segment_state()
+        fr = self._frame_state()
+        kind = self._marker_kind(m, seg.marker)
+        fwd = self._hold_outputs(m, f.trailer, kind)
+        steps = _Steps(m, f.status, seg.perr, seg.marker, f.trailer)
 
         with m.FSM():
-            with m.State("SOI0"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(take):
-                    with m.If((byte == 0xFF) & ~last):
-                        m.next = "SOI1"
-                    with m.Else():
-                        finish(S.NO_SOI)
-
-            with m.State("SOI1"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(take):
-                    with m.If(byte == 0xD8):
-                        goto("MARK", last)
-                    with m.Else():
-                        finish(S.NO_SOI)
-
-            with m.State("MARK"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(take):
-                    with m.If(byte != 0xFF):
-                        finish(S.UNEXPECTED_MARKER)
-                    with m.Else():
-                        goto("FILL", last)
-
-            with m.State("FILL"):                          # FF seen; more FF are fill
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(take):
-                    with m.If(byte == 0xFF):
-                        with m.If(last):
-                            finish(S.TRUNCATED)
-                    with m.Elif(trailer):
-                        trailer_marker(byte, last)
-                    with m.Else():
-                        header_marker(byte, last)
-
-            with m.State("LEN_HI"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(take):
-                    m.d.sync += len_hi.eq(byte)
-                    goto("LEN_LO", last)
-
-            with m.State("LEN_LO"):
-                m.d.comb += self.i.ready.eq(1)
-                length = Cat(byte, len_hi)
-                with m.If(take):
-                    m.d.sync += [blen.eq(length - 2), remaining.eq(length - 2), bpos.eq(0),
-                                 tstate.eq(_T_HDR), app_match.eq(1), perr.eq(0), seg_last.eq(last)]
-                    # Faults the model finds from the marker and length alone.
-                    with m.If(~trailer):
-                        with m.If(is_dqt | is_dht):
-                            with m.If(length == 2):
-                                flag(S.BAD_TABLE)
-                        with m.Elif(marker == 0xCC):
-                            flag(S.UNSUPPORTED_ARITHMETIC)
-                        with m.Elif((marker == 0xDE) | (marker == 0xDF)):
-                            flag(S.UNSUPPORTED_HIERARCHICAL)
-                        with m.Elif(is_dri):
-                            with m.If(length != 4):
-                                flag(S.BAD_MARKER_LENGTH)
-                        with m.Elif(marker == 0xDC):
-                            flag(S.UNSUPPORTED_DNL)
-                        with m.Elif(is_sof):
-                            with m.If(frame_seen):
-                                flag(S.UNEXPECTED_MARKER)
-                            with m.Elif(sof_kind != 0):
-                                flag(sof_kind)
-                            with m.Elif(length < 8):
-                                flag(S.BAD_FRAME_HEADER)
-                        with m.Elif(is_sos):
-                            with m.If(~frame_seen):
-                                flag(S.UNEXPECTED_MARKER)
-                            with m.Elif(length == 2):
-                                flag(S.BAD_SCAN_HEADER)
-                    with m.If(length < 2):
-                        finish(S.BAD_MARKER_LENGTH)
-                    with m.Elif(length == 2):
-                        m.next = "SEG_END"
-                    with m.Else():
-                        goto("BODY", last, premature)
-
-            with m.State("BODY"):
-                m.d.comb += self.i.ready.eq(~fwd_stall)
-                final = remaining == 1
-                with m.If(take):
-                    m.d.sync += [remaining.eq(remaining - 1), seg_last.eq(last)]
-                    with m.If(bpos != 31):
-                        m.d.sync += bpos.eq(bpos + 1)
-                    for out, fwd in ((self.dqt, fwd_q), (self.dht, fwd_h)):
-                        with m.If(fwd):
-                            m.d.sync += [out.valid.eq(1), out.payload.byte.eq(byte),
-                                         out.payload.last.eq(final | last)]
-                    with m.If(~trailer & (perr == 0)):
-                        parse_body()
-                    with m.If(final):
-                        m.next = "SEG_END"
-                    with m.Elif(last):
-                        finish(premature)
-
-            with m.State("SEG_END"):
-                with m.If(trailer):
-                    goto("MARK", seg_last)
-                with m.Elif(perr != 0):
-                    finish(perr)
-                with m.Elif(is_sof):
-                    luma_ok = (hf[0] <= 2) & (vf[0] <= 2)          # 1 and 4 checked already
-                    chroma_ok = (hf[1] == 1) & (vf[1] == 1) & (hf[2] == 1) & (vf[2] == 1)
-                    with m.If((ncomp == 3) & ~(luma_ok & chroma_ok)):
-                        finish(S.UNSUPPORTED_SAMPLING)
-                    with m.Elif(self._too_large(width, height)):
-                        finish(S.TOO_LARGE)
-                    with m.Else():
-                        wide = (ncomp == 3) & (hf[0] == 2)
-                        tall = (ncomp == 3) & (vf[0] == 2)
-                        m.d.sync += [
-                            frame_seen.eq(1), h2.eq(wide), v2.eq(tall),
-                            mcux.eq(Mux(wide, (width + 15) >> 4, (width + 7) >> 3)),
-                            mcuy.eq(Mux(tall, (height + 15) >> 4, (height + 7) >> 3)),
-                        ]
-                        goto("MARK", seg_last)
-                with m.Elif(is_sos):
-                    accept_scan()
-                with m.Else():
-                    with m.If((marker == 0xE0) & (blen >= 14) & app_match):
-                        m.d.sync += jfif.eq(1)
-                    with m.If((marker == 0xEE) & (blen >= 12) & app_match):
-                        m.d.sync += [adobe.eq(1), adobe_t.eq(app_t)]
-                    goto("MARK", seg_last)
-
-            with m.State("MUL"):                             # mcus = mcux * mcuy
-                with m.If(mul_b == 0):
-                    m.d.sync += [self.scan.valid.eq(1), self.scan.payload.mcus.eq(acc),
-                                 self.frame.valid.eq(1)]
-                    m.next = "EMIT"
-                with m.Else():
-                    m.d.sync += [acc.eq(acc + Mux(mul_b[0], mul_a, 0)), mul_a.eq(mul_a << 1),
-                                 mul_b.eq(mul_b >> 1)]
-
-            with m.State("EMIT"):                            # the decoder takes the scan beat
-                with m.If(self.scan.ready):
-                    m.next = "SCAN"
-
-            with m.State("SCAN"):
-                # Straight through, one byte per clock; `valid` never waits for `ready`.  The
-                # payload is the input's but for the made-up FF/last of an empty scan.
-                m.d.comb += [
-                    self.entropy.valid.eq(Mux(synth, 1, self.i.valid & ~pkt_over)),
-                    self.entropy.payload.byte.eq(byte | Mux(synth, 0xFF, 0)),
-                    self.entropy.payload.last.eq(last | synth),
-                    self.i.ready.eq(self.entropy.ready & ~synth & ~pkt_over),
-                    self.done.ready.eq(1),
-                ]
-                with m.If(synth & self.entropy.ready):
-                    m.d.sync += synth.eq(0)
-                with m.If(self.done.valid):
-                    with m.If(self.done.payload.status != S.OK):
-                        finish(self.done.payload.status)
-                    with m.Else():
-                        # The unstuffer has read the FF(s) and the marker code itself.
-                        trailer_marker(self.done.payload.marker, pkt_over | (take & last))
-
-            with m.State("DRAIN"):
-                m.d.comb += self.i.ready.eq(~pkt_over)
-                with m.If(pkt_over | (take & last)):
-                    m.next = "RESULT"
-
-            with m.State("RESULT"):
-                idle = ~(self.dqt.valid | self.dht.valid | self.scan.valid | self.frame.valid)
-                with m.If(self.result.valid & self.result.ready):
-                    m.d.sync += self.result.valid.eq(0)
-                    m.d.sync += [s.eq(s.init) for s in per_file]
-                    m.next = "SOI0"
-                with m.Elif(idle):
-                    m.d.sync += [self.result.valid.eq(1), self.result.payload.status.eq(status)]
+            self._elaborate_marker_states(m, steps, take, f)
+            self._elaborate_length_states(m, steps, take, f, seg, kind)
+            self._elaborate_body_state(m, steps, take, f, seg, fr, kind, fwd)
+            self._elaborate_segment_end(m, steps, f, seg, fr, kind)
+            self._elaborate_scan_states(m, steps, take, f, fr)
+            self._elaborate_file_end(m, take, f)
 
         # After the FSM: the packet's end wins over the per-file reset of the same clock
         # (they cannot coincide: RESULT reads nothing).
-        with m.If(take & last):
-            m.d.sync += pkt_over.eq(1)
+        with m.If(take & self.i.payload.last):
+            m.d.sync += f.pkt_over.eq(1)
         return m
+
+    # ---- State ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _per_file_state():
+        """What one file sets up for itself: cleared when its result is taken."""
+        f = SimpleNamespace()
+        f.status = Signal(8)
+        f.pkt_over = Signal()            # the packet's last byte has been consumed
+        f.trailer = Signal()             # after the scan: check_trailer's rules
+        f.quant_def, f.dc_def, f.ac_def = Signal(4), Signal(4), Signal(4)  # defined in this file
+        f.dc_big = Signal(4)             # DC tables with a symbol above 15 (libjpeg refuses)
+        f.frame_seen = Signal()
+        f.jfif, f.adobe, f.adobe_t = Signal(), Signal(), Signal(8)
+        f.restart = Signal(16)
+        f.synth = Signal()               # the made-up FF/last beat for an empty scan is due
+        f.all = [f.status, f.pkt_over, f.trailer, f.quant_def, f.dc_def, f.ac_def, f.dc_big,
+                 f.frame_seen, f.jfif, f.adobe, f.adobe_t, f.restart, f.synth]
+        return f
+
+    @staticmethod
+    def _segment_state():
+        """What the segment being read needs: its marker, length, position and pending fault."""
+        seg = SimpleNamespace()
+        seg.marker = Signal(8)
+        seg.len_hi = Signal(8)
+        seg.blen = Signal(16)            # body length (segment length - 2)
+        seg.remaining = Signal(16)       # body bytes left, the current one included
+        seg.bpos = Signal(5)             # body position, saturating
+        seg.seg_last = Signal()          # the segment's final byte was the packet's last
+        seg.perr = Signal(8)             # the first fault found inside this segment
+        seg.app_match, seg.app_t = Signal(), Signal(8)
+        seg.tstate = Signal(2)
+        seg.tleft = Signal(9)            # table data bytes left
+        seg.tcnt = Signal(4)             # DHT: which of the 16 counts
+        seg.total = Signal(12)           # DHT: symbols announced so far
+        seg.code = Signal(18)            # DHT: canonical code space used (jdhuff.c check)
+        seg.cur_dc, seg.cur_th = Signal(), Signal(2)     # DHT: the table being read
+        return seg
+
+    @staticmethod
+    def _frame_state():
+        """The SOF and SOS fields that the scan's checks and its output beats are made of."""
+        fr = SimpleNamespace()
+        fr.width, fr.height = Signal(16), Signal(16)
+        fr.ncomp = Signal(8)
+        fr.prec8 = Signal()
+        fr.ident = [Signal(8, name=f"ident{c}") for c in range(MAX_COMPONENTS)]
+        fr.hf = [Signal(3, name=f"h{c}") for c in range(MAX_COMPONENTS)]
+        fr.vf = [Signal(3, name=f"v{c}") for c in range(MAX_COMPONENTS)]
+        fr.tq = [Signal(2, name=f"tq{c}") for c in range(MAX_COMPONENTS)]
+        fr.td = [Signal(2, name=f"td{c}") for c in range(MAX_COMPONENTS)]
+        fr.ta = [Signal(2, name=f"ta{c}") for c in range(MAX_COMPONENTS)]
+        fr.h2, fr.v2 = Signal(), Signal()        # the MCU is 2 luma blocks across / down
+        fr.mcux, fr.mcuy = Signal(10), Signal(14)
+        fr.mul_a, fr.mul_b, fr.acc = Signal(24), Signal(14), Signal(24)
+        return fr
+
+    @staticmethod
+    def _marker_kind(m, marker):
+        """Decode the segment's marker once: every state asks which kind of segment it is."""
+        kind = SimpleNamespace()
+        kind.dqt = marker == 0xDB
+        kind.dht = marker == 0xC4
+        kind.sof = (marker[4:8] == 0xC) & ~kind.dht & (marker != 0xCC)
+        kind.sos = marker == 0xDA
+        kind.dri = marker == 0xDD
+        kind.sof_kind = sof_kind = Signal(8)
+        with m.Switch(marker):
+            for sof, status in _SOF_KIND.items():
+                with m.Case(sof):
+                    m.d.comb += sof_kind.eq(status)
+        return kind
+
+    def _hold_outputs(self, m, trailer, kind):
+        """Output beats stay valid until taken; a table body waits for its loader to take each
+        byte before the next is read."""
+        for out in (self.dqt, self.dht, self.scan, self.frame):
+            with m.If(out.ready):
+                m.d.sync += out.valid.eq(0)
+        fwd = SimpleNamespace()
+        fwd.q = ~trailer & kind.dqt
+        fwd.h = ~trailer & kind.dht
+        fwd.stall = ((fwd.q & self.dqt.valid & ~self.dqt.ready)
+                     | (fwd.h & self.dht.valid & ~self.dht.ready))
+        return fwd
+
+    # ---- FSM states -------------------------------------------------------------------------
+
+    def _elaborate_marker_states(self, m, steps, take, f):
+        """SOI, then one marker after another (FF fill allowed): the file's segment framing."""
+        byte, last = self.i.payload.byte, self.i.payload.last
+        with m.State("SOI0"):
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(take):
+                with m.If((byte == 0xFF) & ~last):
+                    m.next = "SOI1"
+                with m.Else():
+                    steps.finish(S.NO_SOI)
+
+        with m.State("SOI1"):
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(take):
+                with m.If(byte == 0xD8):
+                    steps.goto("MARK", last)
+                with m.Else():
+                    steps.finish(S.NO_SOI)
+
+        with m.State("MARK"):
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(take):
+                with m.If(byte != 0xFF):
+                    steps.finish(S.UNEXPECTED_MARKER)
+                with m.Else():
+                    steps.goto("FILL", last)
+
+        with m.State("FILL"):                          # FF seen; more FF are fill
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(take):
+                with m.If(byte == 0xFF):
+                    with m.If(last):
+                        steps.finish(S.TRUNCATED)
+                with m.Elif(f.trailer):
+                    steps.trailer_marker(byte, last)
+                with m.Else():
+                    steps.header_marker(byte, last)
+
+    def _elaborate_length_states(self, m, steps, take, f, seg, kind):
+        """The segment length, and the faults the model finds from the marker and length
+        alone (before it looks inside the body)."""
+        byte, last = self.i.payload.byte, self.i.payload.last
+        marker, flag = seg.marker, steps.flag
+        with m.State("LEN_HI"):
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(take):
+                m.d.sync += seg.len_hi.eq(byte)
+                steps.goto("LEN_LO", last)
+
+        with m.State("LEN_LO"):
+            m.d.comb += self.i.ready.eq(1)
+            length = Cat(byte, seg.len_hi)
+            with m.If(take):
+                m.d.sync += [seg.blen.eq(length - 2), seg.remaining.eq(length - 2),
+                             seg.bpos.eq(0), seg.tstate.eq(_T_HDR), seg.app_match.eq(1),
+                             seg.perr.eq(0), seg.seg_last.eq(last)]
+                # Faults the model finds from the marker and length alone.
+                with m.If(~f.trailer):
+                    with m.If(kind.dqt | kind.dht):
+                        with m.If(length == 2):
+                            flag(S.BAD_TABLE)
+                    with m.Elif(marker == 0xCC):
+                        flag(S.UNSUPPORTED_ARITHMETIC)
+                    with m.Elif((marker == 0xDE) | (marker == 0xDF)):
+                        flag(S.UNSUPPORTED_HIERARCHICAL)
+                    with m.Elif(kind.dri):
+                        with m.If(length != 4):
+                            flag(S.BAD_MARKER_LENGTH)
+                    with m.Elif(marker == 0xDC):
+                        flag(S.UNSUPPORTED_DNL)
+                    with m.Elif(kind.sof):
+                        with m.If(f.frame_seen):
+                            flag(S.UNEXPECTED_MARKER)
+                        with m.Elif(kind.sof_kind != 0):
+                            flag(kind.sof_kind)
+                        with m.Elif(length < 8):
+                            flag(S.BAD_FRAME_HEADER)
+                    with m.Elif(kind.sos):
+                        with m.If(~f.frame_seen):
+                            flag(S.UNEXPECTED_MARKER)
+                        with m.Elif(length == 2):
+                            flag(S.BAD_SCAN_HEADER)
+                with m.If(length < 2):
+                    steps.finish(S.BAD_MARKER_LENGTH)
+                with m.Elif(length == 2):
+                    m.next = "SEG_END"
+                with m.Else():
+                    steps.goto("BODY", last, S.TRUNCATED)
+
+    def _elaborate_body_state(self, m, steps, take, f, seg, fr, kind, fwd):
+        """One body byte a clock: forwarded to the table loaders and checked as the model
+        checks it, the fault held in ``perr`` until the segment's end."""
+        byte, last = self.i.payload.byte, self.i.payload.last
+        with m.State("BODY"):
+            m.d.comb += self.i.ready.eq(~fwd.stall)
+            final = seg.remaining == 1
+            with m.If(take):
+                m.d.sync += [seg.remaining.eq(seg.remaining - 1), seg.seg_last.eq(last)]
+                with m.If(seg.bpos != 31):
+                    m.d.sync += seg.bpos.eq(seg.bpos + 1)
+                for out, on in ((self.dqt, fwd.q), (self.dht, fwd.h)):
+                    with m.If(on):
+                        m.d.sync += [out.valid.eq(1), out.payload.byte.eq(byte),
+                                     out.payload.last.eq(final | last)]
+                with m.If(~f.trailer & (seg.perr == 0)):
+                    self._parse_body(m, steps.flag, f, seg, fr, kind)
+                with m.If(final):
+                    m.next = "SEG_END"
+                with m.Elif(last):
+                    steps.finish(S.TRUNCATED)
+
+    def _elaborate_segment_end(self, m, steps, f, seg, fr, kind):
+        """A segment's verdict once all of it was read: its pending fault, or what it sets up
+        (the frame's MCU grid, JFIF/Adobe, an accepted scan)."""
+        hf, vf = fr.hf, fr.vf
+        with m.State("SEG_END"):
+            with m.If(f.trailer):
+                steps.goto("MARK", seg.seg_last)
+            with m.Elif(seg.perr != 0):
+                steps.finish(seg.perr)
+            with m.Elif(kind.sof):
+                luma_ok = (hf[0] <= 2) & (vf[0] <= 2)          # 1 and 4 checked already
+                chroma_ok = (hf[1] == 1) & (vf[1] == 1) & (hf[2] == 1) & (vf[2] == 1)
+                with m.If((fr.ncomp == 3) & ~(luma_ok & chroma_ok)):
+                    steps.finish(S.UNSUPPORTED_SAMPLING)
+                with m.Elif(self._too_large(fr.width, fr.height)):
+                    steps.finish(S.TOO_LARGE)
+                with m.Else():
+                    wide = (fr.ncomp == 3) & (hf[0] == 2)
+                    tall = (fr.ncomp == 3) & (vf[0] == 2)
+                    m.d.sync += [
+                        f.frame_seen.eq(1), fr.h2.eq(wide), fr.v2.eq(tall),
+                        fr.mcux.eq(Mux(wide, (fr.width + 15) >> 4, (fr.width + 7) >> 3)),
+                        fr.mcuy.eq(Mux(tall, (fr.height + 15) >> 4, (fr.height + 7) >> 3)),
+                    ]
+                    steps.goto("MARK", seg.seg_last)
+            with m.Elif(kind.sos):
+                self._accept_scan(m, steps, f, seg, fr)
+            with m.Else():
+                with m.If((seg.marker == 0xE0) & (seg.blen >= 14) & seg.app_match):
+                    m.d.sync += f.jfif.eq(1)
+                with m.If((seg.marker == 0xEE) & (seg.blen >= 12) & seg.app_match):
+                    m.d.sync += [f.adobe.eq(1), f.adobe_t.eq(seg.app_t)]
+                steps.goto("MARK", seg.seg_last)
+
+    def _elaborate_scan_states(self, m, steps, take, f, fr):
+        """The scan: its MCU count, its beat to the decoder, then its bytes straight through
+        to ``entropy`` until the decoder's verdict."""
+        last = self.i.payload.last
+        with m.State("MUL"):                             # mcus = mcux * mcuy
+            with m.If(fr.mul_b == 0):
+                m.d.sync += [self.scan.valid.eq(1), self.scan.payload.mcus.eq(fr.acc),
+                             self.frame.valid.eq(1)]
+                m.next = "EMIT"
+            with m.Else():
+                m.d.sync += [fr.acc.eq(fr.acc + Mux(fr.mul_b[0], fr.mul_a, 0)),
+                             fr.mul_a.eq(fr.mul_a << 1), fr.mul_b.eq(fr.mul_b >> 1)]
+
+        with m.State("EMIT"):                            # the decoder takes the scan beat
+            with m.If(self.scan.ready):
+                m.next = "SCAN"
+
+        with m.State("SCAN"):
+            # Straight through, one byte per clock; `valid` never waits for `ready`.  The
+            # payload is the input's but for the made-up FF/last of an empty scan.
+            synth, pkt_over = f.synth, f.pkt_over
+            m.d.comb += [
+                self.entropy.valid.eq(Mux(synth, 1, self.i.valid & ~pkt_over)),
+                self.entropy.payload.byte.eq(self.i.payload.byte | Mux(synth, 0xFF, 0)),
+                self.entropy.payload.last.eq(last | synth),
+                self.i.ready.eq(self.entropy.ready & ~synth & ~pkt_over),
+                self.done.ready.eq(1),
+            ]
+            with m.If(synth & self.entropy.ready):
+                m.d.sync += synth.eq(0)
+            with m.If(self.done.valid):
+                with m.If(self.done.payload.status != S.OK):
+                    steps.finish(self.done.payload.status)
+                with m.Else():
+                    # The unstuffer has read the FF(s) and the marker code itself.
+                    steps.trailer_marker(self.done.payload.marker, pkt_over | (take & last))
+
+    def _elaborate_file_end(self, m, take, f):
+        """Drop the rest of the packet, then hand out the result once every other output was
+        taken, so that the next file starts clean."""
+        with m.State("DRAIN"):
+            m.d.comb += self.i.ready.eq(~f.pkt_over)
+            with m.If(f.pkt_over | (take & self.i.payload.last)):
+                m.next = "RESULT"
+
+        with m.State("RESULT"):
+            idle = ~(self.dqt.valid | self.dht.valid | self.scan.valid | self.frame.valid)
+            with m.If(self.result.valid & self.result.ready):
+                m.d.sync += self.result.valid.eq(0)
+                m.d.sync += [s.eq(s.init) for s in f.all]
+                m.next = "SOI0"
+            with m.Elif(idle):
+                m.d.sync += [self.result.valid.eq(1), self.result.payload.status.eq(f.status)]
+
+    # ---- Segment bodies ---------------------------------------------------------------------
+
+    def _parse_body(self, m, flag, f, seg, fr, kind):
+        """The checks of one header body byte, in the model's order (no fault yet)."""
+        with m.If(kind.dqt):
+            self._parse_dqt(m, flag, f, seg)
+        with m.Elif(kind.dht):
+            self._parse_dht(m, flag, f, seg)
+        with m.Elif(kind.sof):
+            self._parse_sof(m, flag, seg, fr)
+        with m.Elif(kind.sos):
+            self._parse_sos(m, flag, seg, fr)
+        with m.Elif(kind.dri):
+            byte = self.i.payload.byte
+            with m.If(seg.bpos == 0):
+                m.d.sync += f.restart[8:16].eq(byte)
+            with m.Else():
+                m.d.sync += f.restart[0:8].eq(byte)
+        with m.Elif((seg.marker == 0xE0) | (seg.marker == 0xEE)):
+            self._parse_app(m, seg)
+
+    @staticmethod
+    def _table_data(m, seg):
+        """A table's data bytes are only counted: the loaders check and store them."""
+        m.d.sync += seg.tleft.eq(seg.tleft - 1)
+        with m.If(seg.tleft == 1):
+            m.d.sync += seg.tstate.eq(_T_HDR)
+
+    def _parse_dqt(self, m, flag, f, seg):
+        """_parse_dqt's checks: which tables the file defines, and none running past the
+        segment."""
+        byte = self.i.payload.byte
+        with m.Switch(seg.tstate):
+            with m.Case(_T_HDR):
+                pq, tid = byte[4:8], byte[0:4]
+                size = Mux(pq[0], 128, 64)
+                with m.If((pq > 1) | (tid > 3)):
+                    flag(S.BAD_TABLE)
+                with m.Elif(seg.remaining <= size):             # runs past the segment
+                    flag(S.BAD_TABLE)
+                with m.Else():
+                    m.d.sync += [f.quant_def.eq(f.quant_def | (Const(1, 4) << tid[:2])),
+                                 seg.tleft.eq(size), seg.tstate.eq(_T_DATA)]
+            with m.Case(_T_DATA):
+                self._table_data(m, seg)
+
+    def _parse_dht(self, m, flag, f, seg):
+        """_parse_dht's checks: the counts must make a valid canonical code that fits the
+        segment, and libjpeg refuses DC symbols above 15."""
+        byte = self.i.payload.byte
+        tcnt, total, code = seg.tcnt, seg.total, seg.code
+        with m.Switch(seg.tstate):
+            with m.Case(_T_HDR):
+                tc, th = byte[4:8], byte[0:4]
+                with m.If((seg.remaining < 17) | (tc > 1) | (th > 3)):
+                    flag(S.BAD_TABLE)
+                with m.Else():
+                    bit = Const(1, 4) << th[:2]
+                    with m.If(tc[0]):
+                        m.d.sync += f.ac_def.eq(f.ac_def | bit)
+                    with m.Else():                  # a new table replaces the old
+                        m.d.sync += [f.dc_def.eq(f.dc_def | bit), f.dc_big.eq(f.dc_big & ~bit)]
+                    m.d.sync += [tcnt.eq(0), total.eq(0), code.eq(0), seg.tstate.eq(_T_CNT),
+                                 seg.cur_dc.eq(~tc[0]), seg.cur_th.eq(th[:2])]
+            with m.Case(_T_CNT):
+                code_new = code + byte
+                total_new = total + byte
+                m.d.sync += [code.eq(code_new << 1), total.eq(total_new), tcnt.eq(tcnt + 1)]
+                # The codes must fit their lengths and none may be all ones.
+                with m.If(code_new >= (Const(2, 18) << tcnt)):
+                    flag(S.BAD_TABLE)
+                with m.Elif(tcnt == 15):
+                    with m.If((total_new > 256) | (total_new >= seg.remaining)):
+                        flag(S.BAD_TABLE)
+                    with m.Elif(total_new == 0):
+                        m.d.sync += seg.tstate.eq(_T_HDR)
+                    with m.Else():
+                        m.d.sync += [seg.tleft.eq(total_new), seg.tstate.eq(_T_DATA)]
+            with m.Case(_T_DATA):
+                self._table_data(m, seg)
+                with m.If(seg.cur_dc & (byte > 15)):
+                    m.d.sync += f.dc_big.eq(f.dc_big | (Const(1, 4) << seg.cur_th))
+
+    def _parse_sof(self, m, flag, seg, fr):
+        """_parse_sof's checks, and the frame fields the scan needs later."""
+        byte = self.i.payload.byte
+        with m.Switch(seg.bpos):
+            with m.Case(0):
+                m.d.sync += fr.prec8.eq(byte == 8)
+            with m.Case(1):
+                m.d.sync += fr.height[8:16].eq(byte)
+            with m.Case(2):
+                m.d.sync += fr.height[0:8].eq(byte)
+            with m.Case(3):
+                m.d.sync += fr.width[8:16].eq(byte)
+            with m.Case(4):
+                m.d.sync += fr.width[0:8].eq(byte)
+            with m.Case(5):                 # the counts and sizes, in the model's order
+                m.d.sync += fr.ncomp.eq(byte)
+                with m.If(seg.blen != 6 + byte + (byte << 1)):
+                    flag(S.BAD_FRAME_HEADER)
+                with m.Elif(~fr.prec8):
+                    flag(S.UNSUPPORTED_PRECISION)
+                with m.Elif(fr.height == 0):
+                    flag(S.UNSUPPORTED_DNL)
+                with m.Elif(fr.width == 0):
+                    flag(S.BAD_FRAME_HEADER)
+                with m.Elif((byte != 1) & (byte != 3)):
+                    flag(S.UNSUPPORTED_COMPONENTS)
+            for c in range(MAX_COMPONENTS):
+                with m.Case(6 + 3 * c):
+                    m.d.sync += fr.ident[c].eq(byte)
+                    for j in range(c):
+                        with m.If(fr.ident[j] == byte):
+                            flag(S.BAD_FRAME_HEADER)        # an id twice
+                with m.Case(7 + 3 * c):
+                    h, v = byte[4:8], byte[0:4]
+                    m.d.sync += [fr.hf[c].eq(h), fr.vf[c].eq(v)]
+                    with m.If((h < 1) | (h > 4) | (v < 1) | (v > 4)):
+                        flag(S.BAD_FRAME_HEADER)
+                with m.Case(8 + 3 * c):
+                    m.d.sync += fr.tq[c].eq(byte)
+                    with m.If(byte > 3):
+                        flag(S.BAD_FRAME_HEADER)
+
+    def _parse_sos(self, m, flag, seg, fr):
+        """_parse_sos's checks: one scan holding every component of the frame, sequential
+        DCT, and which Huffman tables each component uses."""
+        byte, bpos = self.i.payload.byte, seg.bpos
+        with m.If(bpos == 0):
+            with m.If(seg.blen != 4 + (byte << 1)):
+                flag(S.BAD_SCAN_HEADER)
+            with m.Elif(byte != fr.ncomp):
+                flag(S.UNSUPPORTED_MULTISCAN)
+        for n in (1, 3):                    # past byte 0 the count is the frame's
+            with m.Elif(fr.ncomp == n):
+                with m.Switch(bpos):
+                    for c in range(n):
+                        with m.Case(1 + 2 * c):
+                            with m.If(byte != fr.ident[c]):
+                                flag(S.BAD_SCAN_HEADER)
+                        with m.Case(2 + 2 * c):
+                            m.d.sync += [fr.td[c].eq(byte[4:8]), fr.ta[c].eq(byte[0:4])]
+                            with m.If((byte[4:8] > 3) | (byte[0:4] > 3)):
+                                flag(S.BAD_SCAN_HEADER)
+                    for k, want in enumerate((0, 63, 0)):   # Ss, Se, Ah/Al
+                        with m.Case(1 + 2 * n + k):
+                            with m.If(byte != want):
+                                flag(S.BAD_SCAN_HEADER)
+
+    def _parse_app(self, m, seg):
+        """JFIF / Adobe: their tags and Adobe's transform decide the colour space."""
+        byte, bpos, marker = self.i.payload.byte, seg.bpos, seg.marker
+        for k in range(5):
+            with m.If(bpos == k):
+                want = Mux(marker == 0xE0, b"JFIF\0"[k], b"Adobe"[k])
+                with m.If(byte != want):
+                    m.d.sync += seg.app_match.eq(0)
+        with m.If(bpos == 11):
+            m.d.sync += seg.app_t.eq(byte)
+
+    def _accept_scan(self, m, steps, f, seg, fr):
+        """SOS complete and well formed: the table and colour checks, then the scan."""
+        ncomp, ident, tq, td, ta = fr.ncomp, fr.ident, fr.tq, fr.td, fr.ta
+        missing = Signal(8)
+        for c in reversed(range(MAX_COMPONENTS)):   # the first component with a gap wins
+            no_q = ~f.quant_def.bit_select(tq[c], 1)
+            no_h = ~f.dc_def.bit_select(td[c], 1) | ~f.ac_def.bit_select(ta[c], 1)
+            with m.If((c < ncomp) & (no_q | no_h)):
+                m.d.comb += missing.eq(Mux(no_q, S.MISSING_QUANT_TABLE,
+                                           S.MISSING_HUFFMAN_TABLE))
+        big_dc = Cat((c < ncomp) & f.dc_big.bit_select(td[c], 1)
+                     for c in range(MAX_COMPONENTS)).any()
+        rgb_ids = Cat(ident[0], ident[1], ident[2]) == int.from_bytes(b"RGB", "little")
+        rgb = Mux(f.adobe, f.adobe_t == 0, rgb_ids)               # jdapimin.c's guess
+        with m.If(missing != 0):
+            steps.finish(missing)
+        with m.Elif(big_dc):
+            steps.finish(S.BAD_TABLE)
+        with m.Elif((ncomp == 3) & ~f.jfif & rgb):
+            steps.finish(S.UNSUPPORTED_COLORSPACE)
+        with m.Else():
+            color = ncomp == 3
+            scan, frame = self.scan.payload, self.frame.payload
+            hl, vl = Mux(fr.h2, 2, 1), Mux(fr.v2, 2, 1)
+            m.d.sync += [
+                scan.components.eq(ncomp), scan.restart_interval.eq(f.restart),
+                scan.h[0].eq(hl), scan.v[0].eq(vl),
+                frame.width.eq(fr.width), frame.height.eq(fr.height),
+                frame.components.eq(ncomp), frame.h.eq(hl), frame.v.eq(vl),
+                frame.mcux.eq(fr.mcux), frame.mcuy.eq(fr.mcuy),
+                fr.mul_a.eq(fr.mcux), fr.mul_b.eq(fr.mcuy), fr.acc.eq(0),
+                f.synth.eq(seg.seg_last),
+            ]
+            for c in range(MAX_COMPONENTS):
+                present = 1 if c == 0 else color
+                m.d.sync += [self.quant_select[c].eq(Mux(present, tq[c], 0)),
+                             scan.td[c].eq(Mux(present, td[c], 0)),
+                             scan.ta[c].eq(Mux(present, ta[c], 0))]
+                if c:
+                    m.d.sync += [scan.h[c].eq(color), scan.v[c].eq(color)]
+            m.next = "MUL"
