@@ -53,7 +53,7 @@ def cmd_sim(args):
         options["blocks"] = args.blocks
     if args.seed is not None:
         options["seed"] = args.seed
-    from ..sim.runner import default_simulator
+    from dlforge.sim.tools.runner import default_simulator
     rows = run_regression(block.name, sim=args.sim or default_simulator(), waves=args.waves, param_sets=param_sets,
                           quiet=not args.verbose, **options)
     if args.json:
@@ -90,9 +90,9 @@ def cmd_synth(args):
 
 def cmd_bench(args):
     """Run a block's speed measurement in simulation and print the figures as JSON."""
-    from ..sim.runner import default_simulator, run_cocotb
+    from dlforge.sim.tools.runner import default_simulator, run_cocotb
     if args.block == "loader" and args.transform:
-        from ..host.bench_transform import bench_transform
+        from dlforge.gen.bench.transform import bench_transform
         report = bench_transform(args.files or None, args.transform, args.device or "sim:dma",
                                  passes=args.passes or 4,
                                  batches=args.batches)
@@ -101,7 +101,7 @@ def cmd_bench(args):
         over = args.device in (None, "sim:dma") and not report["within_5_percent"]
         return 1 if report["mismatches"] or over else 0
     if args.block == "loader":
-        from ..host.bench_loader import bench_loader, bench_loader_both
+        from dlforge.gen.bench.loader import bench_loader, bench_loader_both
         if args.device in (None, "sim:dma"):
             # the DMA link, with TCP beside it; exit 1 past the host's budget on DMA
             report = bench_loader_both(args.files or None, passes=args.passes or 8,
@@ -116,17 +116,17 @@ def cmd_bench(args):
         over = args.device in (None, "sim:dma") and not report["within_5_percent"]
         return 1 if wrong or over else 0
     if args.block == "device":
-        from ..host.bench_device import main as bench_device_main
+        from dlforge.gen.bench.device import main as bench_device_main
         return bench_device_main(args)
     if args.block == "sim-board":
-        from ..sim.sim_board import bench_sim_board
+        from dlforge.gen.bench.sim_board import bench_sim_board
         print(json.dumps(bench_sim_board(cores=args.cores or 1), indent=2))
         return 0
     if args.block == "conv" and args.device:
         # through a device's link (the simulated board): what the layer costs there
         if args.device != "sim":
             raise ValueError("bench conv --device: only sim (the simulated board)")
-        from ..host.bench_device import bench_conv_device
+        from dlforge.gen.bench.device import bench_conv_device
         report = bench_conv_device(args.model, args.layers.split(",") if args.layers else None)
         print(json.dumps(report, indent=2))
         return 0 if report["ok"] else 1
@@ -279,7 +279,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:2] == ["bench", "sched"]:
         # the scheduler's benchmark has its own options (--device cpu|cuda, --model resnet50)
-        from ..host.bench_sched import main as bench_sched_main
+        from dlforge.gen.bench.sched import main as bench_sched_main
         return bench_sched_main(argv[2:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)

@@ -25,7 +25,7 @@ __all__ = ["main"]
 
 
 def _layout(data):
-    from ..sim.jpeg_parse import parse_headers
+    from dlforge.sim.models.jpeg_parse import parse_headers
     h = parse_headers(data)
     if len(h.components) == 1:
         return "gray"
@@ -35,11 +35,11 @@ def _layout(data):
 
 def demo_files(folder, photos=4):
     """Paths of the demo's inputs: skimage's JPEG files, plus ``photos`` photo-corpus files."""
-    from ..sim import jpeg_corpus
+    from dlforge.sim.corpus import jpeg_corpus, photos
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, data in jpeg_corpus.shipped_jpegs():
+    for name, data in photos.shipped_jpegs():
         paths.append(folder / name)
         paths[-1].write_bytes(data)
     corpus = jpeg_corpus.photo_corpus()
@@ -56,9 +56,9 @@ CONV_LAYERS = ("layer2.0.downsample.0",)
 def conv_demo(board, names=CONV_LAYERS, seed=2):
     """Rows of (layer, MACs, tiles, predicted and measured cycles, utilisation, bit-exact)."""
     import numpy as np
-    from ..host.conv_models import resnet18_layers
-    from ..host.conv_run import engine_config, run_conv
-    from ..sim.tb_conv_engine import expected_output, random_tensors
+    from dlforge.host.conv.networks import resnet18_layers
+    from dlforge.host.conv.run import engine_config, run_conv
+    from dlforge.host.conv.random_layer import expected_output, random_tensors
     cfg = engine_config(board)
     layers = {layer.name: layer for layer in resnet18_layers()}
     rng = np.random.default_rng(seed)
@@ -83,7 +83,7 @@ def stream_demo(service, folder, batch=4, size=128):
     """Batches through the loader; each image against libjpeg-turbo + the same resize."""
     import simplejpeg
     import torch
-    from ..host.loader import JpegBatches, resize_image
+    from dlforge.host.jpeg.loader import JpegBatches, resize_image
     loader = JpegBatches(folder, batch, size=size, layout="NCHW", service=service)
     exact = total = 0
     for b in loader:
@@ -116,8 +116,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     import simplejpeg
-    from ..host.decode_service import DecoderService
-    from ..host.device import open_device
+    from dlforge.host.jpeg.decode_service import DecoderService
+    from dlforge.host.device.open import open_device
     paths = demo_files(args.folder, args.photos)
     print("starting the simulated board (the first run builds it with Verilator: minutes)",
           flush=True)

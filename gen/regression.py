@@ -1,6 +1,6 @@
 """Run a block's cocotb regression over its parameter sets and summarise what was verified."""
 
-from ..sim.runner import default_simulator, run_cocotb
+from dlforge.sim.tools.runner import default_simulator, run_cocotb
 from .blocks import get_block
 
 __all__ = ["run_regression"]

@@ -1,13 +1,13 @@
 """The commands that run work through a device: ``decode``, ``conv``, ``stream``,
 ``sim-board`` and ``bench loader``.  Every one takes the same device strings
-(:data:`dlforge.host.device.DEVICE_HELP`)."""
+(:data:`dlforge.host.device.open.DEVICE_HELP`)."""
 
 import argparse
 import json
 import time
 from pathlib import Path
 
-from ..host.device import DEVICE_HELP
+from dlforge.host.device.open import DEVICE_HELP
 
 __all__ = ["add_runtime_commands"]
 
@@ -15,9 +15,9 @@ __all__ = ["add_runtime_commands"]
 def _decode_resize(args):
     """The resize a ``dlforge decode`` asks for, per file: (index, name, width, height) ->
     a Resize, or None for the decoded image as it is."""
-    from ..host.loader import train_seed
-    from ..host.resize_request import Resize
-    from ..host.transforms import eval_request, resize_size, train_request
+    from dlforge.host.jpeg.loader import train_seed
+    from dlforge.host.jpeg.resize_request import Resize
+    from dlforge.host.jpeg.transforms import eval_request, resize_size, train_request
     if args.transform and (args.resize or args.crop):
         raise ValueError("--transform is a resize and a crop already: not with "
                          "--resize/--crop")
@@ -56,7 +56,7 @@ def cmd_decode(args):
     """Decode files on a device (cropped and resized as asked: on the device where its cores
     have resamplers); write <stem>.npy (or .png) per file; JSON or a table."""
     import numpy as np
-    from ..host.decode_service import DecoderService
+    from dlforge.host.jpeg.decode_service import DecoderService
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         raise ValueError(f"no such file: {missing[0]}")
@@ -99,7 +99,7 @@ def cmd_decode(args):
 def cmd_conv(args):
     """One layer on a device; Y.npy out."""
     import numpy as np
-    from ..host.conv_run import run_conv
+    from dlforge.host.conv.run import run_conv
     from ..rtl.conv.config import EngineConfig
 
     def load(path, what):
@@ -150,7 +150,7 @@ def stream_report(loader, wall_s, cpu_s):
 def cmd_stream(args):
     """Stream batches of images through a device into tensors; print the figures."""
     try:
-        from ..host.loader import JpegBatches
+        from dlforge.host.jpeg.loader import JpegBatches
     except ImportError as exc:
         raise RuntimeError(f"dlforge stream needs PyTorch ({exc}): pip install torch, or "
                            "the dlforge[torch] extra") from None
@@ -196,7 +196,7 @@ def cmd_stream(args):
 
 
 def cmd_sim_board(args):
-    from ..sim.sim_board import run_command
+    from dlforge.sim.board.cli import run_command
     return run_command(args)
 
 
@@ -206,7 +206,7 @@ SCALE_HELP = ("decode at 1/2, 1/4 or 1/8 first (libjpeg-turbo's DCT-domain downs
 
 
 def _scale(text):
-    from ..host.scaled_decode import parse_scale
+    from dlforge.host.jpeg.scaled_decode import parse_scale
     try:
         return parse_scale(text)
     except ValueError as exc:
@@ -287,6 +287,6 @@ def add_runtime_commands(sub):
 
     board = sub.add_parser("sim-board", help="start the simulated board and print the device "
                                              "string to connect to")
-    from ..sim.sim_board import add_arguments
+    from dlforge.sim.board.cli import add_arguments
     add_arguments(board)
     board.set_defaults(func=cmd_sim_board)

@@ -5,7 +5,7 @@ and resent; two cores."""
 import pytest
 
 from dlforge.rtl.top import AcceleratorTop
-from dlforge.sim.runner import run_cocotb
+from dlforge.sim.tools.runner import run_cocotb
 
 
 def _run(cores=1, max_width=64, max_height=64, max_payload=256, link_bytes=1, engine=None,
@@ -15,7 +15,7 @@ def _run(cores=1, max_width=64, max_height=64, max_payload=256, link_bytes=1, en
     suffix = "_conv" if engine else ""
     result = run_cocotb(top, name=f"accel_c{cores}_w{max_width}_p{max_payload}_l{link_bytes}"
                                   f"{suffix}",
-                        test_module="dlforge.sim.tb_accel_top",
+                        test_module="dlforge.sim.tb.accel_top",
                         params=params | {"cores": cores, "max_width": max_width,
                                          "max_height": max_height, "max_payload": max_payload,
                                          "link_bytes": link_bytes},
@@ -84,7 +84,7 @@ def test_convolution_layers_over_the_link():
 
 
 def _conv(top, conv, name, extra):
-    result = run_cocotb(top, name=name, test_module="dlforge.sim.tb_accel_top",
+    result = run_cocotb(top, name=name, test_module="dlforge.sim.tb.accel_top",
                         params={"conv": conv, "layers": LAYERS, "max_payload": 256,
                                 "max_width": 64, "max_height": 64, "ready_prob": 0.8,
                                 "corrupt": 0.05, "seed": 6} | extra, quiet=True)

@@ -454,12 +454,12 @@ def test_wide_export_with_cores_and_engine_under_cocotbext_axi():
     master in Verilator: images and a layer bit-exact, TLAST at every frame's end."""
     from dlforge.rtl.axi_export import AxiAccelerator
     from dlforge.rtl.conv.config import EngineConfig
-    from dlforge.sim.runner import run_cocotb
+    from dlforge.sim.tools.runner import run_cocotb
     conv = {"rows": 2, "cols": 2, "simd": 1, "weight_depth": 64, "input_depth": 256,
             "psum_depth": 32, "link_bytes": 16, "max_reduction": 64}
     top = AxiAccelerator(2, 64, 64, 256, conv=EngineConfig(**conv), link_bytes=32,
                          input_fifo_bytes=1024)
-    result = run_cocotb(top, name="axi_c2_w64_l32_conv", test_module="dlforge.sim.tb_axi_export",
+    result = run_cocotb(top, name="axi_c2_w64_l32_conv", test_module="dlforge.sim.tb.axi_export",
                         params={"link_bytes": 32, "cores": 2, "max_width": 64, "max_height": 64,
                                 "max_payload": 256, "conv": conv, "limit": 6, "seed": 5},
                         quiet=True)

@@ -9,7 +9,7 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from dlforge.host import bench_device as bench
+from dlforge.gen.bench import device as bench
 
 # The default simulated board (two cores, the engine, a 32-byte link): the build the suite
 # shares.

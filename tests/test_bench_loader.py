@@ -10,7 +10,7 @@ import simplejpeg
 import skimage.data
 from PIL import Image
 
-from dlforge.host.bench_loader import _mismatches
+from dlforge.gen.bench.loader import _mismatches
 
 
 def _jpeg(array, **options):

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from dlforge.host.bench_sched import bench_sched, main
+from dlforge.gen.bench.sched import bench_sched, main
 
 KEYS = {"stock_images_per_s", "sched_images_per_s", "ratio", "max_param_abs_diff", "trace"}
 

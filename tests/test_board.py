@@ -13,15 +13,17 @@ import simplejpeg
 import skimage.data
 from PIL import Image
 
-from dlforge.host.board import Board
-from dlforge.host.conv_plan import LayerShape
-from dlforge.host.conv_run import engine_config, run_conv
-from dlforge.host.decode_service import DecoderService
-from dlforge.host.device import open_device
-from dlforge.host.link.transport import DeviceGone, DeviceUnreachable, TcpTransport
-from dlforge.sim import jpeg_corpus
-from dlforge.sim.sim_board import DEFAULTS, SimBoard
-from dlforge.sim.tb_conv_engine import expected_output, random_tensors
+from dlforge.host.device.board import Board
+from dlforge.host.conv.plan import LayerShape
+from dlforge.host.conv.run import engine_config, run_conv
+from dlforge.host.jpeg.decode_service import DecoderService
+from dlforge.host.device.open import open_device
+from dlforge.host.link.errors import DeviceGone, DeviceUnreachable
+from dlforge.host.link.transport import TcpTransport
+from dlforge.sim.corpus import jpeg_corpus
+from dlforge.sim.board.build import DEFAULTS
+from dlforge.sim.board.process import SimBoard
+from dlforge.host.conv.random_layer import expected_output, random_tensors
 
 pytestmark = [pytest.mark.xdist_group("sim_board"), pytest.mark.slow]
 
@@ -118,7 +120,7 @@ def test_crop_and_resize_on_the_cores(board):
     pixels (shrinks, stretches, both pass orders, a window); a box the host can check is
     refused before it goes; one it cannot (no size known) the core refuses itself, and the
     next file still decodes; a shrink beyond the taps is left to the host, same pixels."""
-    from dlforge.host.resize_request import Resize
+    from dlforge.host.jpeg.resize_request import Resize
     files = _photos(6, seed=3)
     sizes = [Image.open(io.BytesIO(f)).size for f in files]
     w, h = sizes[0]
@@ -153,8 +155,8 @@ def test_scaled_decodes_on_the_cores(board):
     """1/2, 1/4, 1/8 on the cores (a scale word before each file): libjpeg-turbo's scaled
     decode, pixel for pixel (simplejpeg at exactly 1/scale), a resize on the scaled image on
     the device, and plain files between them."""
-    from dlforge.host.resize_request import Resize
-    from dlforge.host.scaled_decode import scaled_decode, scaled_size
+    from dlforge.host.jpeg.resize_request import Resize
+    from dlforge.host.jpeg.scaled_decode import scaled_decode, scaled_size
     assert board.scales == (1, 2, 4, 8)
     files = _photos(5, seed=7)
     sizes = [Image.open(io.BytesIO(f)).size for f in files]

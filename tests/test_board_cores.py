@@ -7,8 +7,9 @@ import struct
 import numpy as np
 import pytest
 
-from dlforge.host.board import Board
-from dlforge.host.link.transport import DeviceGone, DeviceUnreachable, Transport
+from dlforge.host.device.board import Board
+from dlforge.host.link.errors import DeviceGone, DeviceUnreachable
+from dlforge.host.link.transport import Transport
 from dlforge.rtl.jpeg.status import JpegStatus
 from dlforge.rtl.link.jpeg_reply import END_FORMAT as _RECORD
 from dlforge.rtl.link.protocol import (CORE_SHIFT, LINK_WIDTHS, REQUEST_CLOSE, REQUEST_FAST,

@@ -90,7 +90,7 @@ def test_bench_entropy_on_two_photos():
 def test_decode_json_and_npy(tmp_path):
     """`dlforge decode`: one .npy per decoded file, JSON with every file, exit 1 on an error."""
     import numpy as np
-    from dlforge.sim import jpeg_corpus
+    from dlforge.sim.corpus import jpeg_corpus
     good = [f for f in jpeg_corpus.baseline_corpus("quick") if f.name.startswith("420-31x33")][0]
     bad = [f for f in jpeg_corpus.malformed_corpus()
            if f.name == "huffman_mismatch-huffman-swapped-optimised"][0]
@@ -118,7 +118,7 @@ def test_decode_json_and_npy(tmp_path):
 def test_bench_jpeg_on_files(tmp_path):
     """`dlforge bench jpeg FILE...`: per-file pixels/clock and cycles/symbol, medians per
     layout, and the configuration, as JSON."""
-    from dlforge.sim import jpeg_corpus
+    from dlforge.sim.corpus import jpeg_corpus
     paths = []
     for f in [f for f in jpeg_corpus.baseline_corpus("quick") if "100x75" in f.name][:2]:
         paths.append(tmp_path / f"{f.name}.jpg")

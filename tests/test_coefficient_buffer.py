@@ -10,9 +10,9 @@ from amaranth.sim import Simulator
 from dlforge.rtl.jpeg.coefficient_buffer import CoefficientBuffer
 from dlforge.rtl.jpeg.block_decoder import BlockDecoder
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
-from dlforge.sim.entropy_stimulus import (dht_bodies, dqt_bodies, expected_samples, scan_bytes,
-                                          scan_config)
-from dlforge.sim.jpeg_parse import parse_headers
+from dlforge.sim.tb.entropy_stimulus import (dht_bodies, dqt_bodies, expected_samples, scan_bytes,
+                                             scan_config)
+from dlforge.sim.models.jpeg_parse import parse_headers
 from jpeg_files import encode, photo
 
 

@@ -1,5 +1,5 @@
 """The resampler's vertical pass (``rtl/resample/column_resampler.py``) against the golden
-model (``sim/resample_model.py``, itself bit-exact to Pillow): images shrunk and stretched
+model (``sim/models/resample_model.py``, itself bit-exact to Pillow): images shrunk and stretched
 vertically, bilinear and bicubic, RGB, beats of random lengths, input and output stalling
 at random, two images in a row; and its rate: input rows keep coming while output rows are
 made."""
@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 
 from dlforge.rtl.resample.column_resampler import ColumnResampler
 from dlforge.rtl.resample.table import table_entries
-from dlforge.sim.resample_model import _pass, coefficients
+from dlforge.sim.models.resample_model import _pass, coefficients
 
 from amaranth_streams import send_beats
 from resample_beats import collect_rows, image_payloads, rows_to_image

@@ -6,7 +6,7 @@ from dataclasses import asdict
 import pytest
 
 from dlforge.gen.blocks import get_block
-from dlforge.sim.runner import run_cocotb
+from dlforge.sim.tools.runner import run_cocotb
 
 BLOCK = get_block("conv")
 

@@ -6,12 +6,12 @@ import random
 import numpy as np
 import pytest
 
-from dlforge.host.conv_link import layer_words, scatter_results
-from dlforge.host.conv_plan import LayerShape, ORDERS, PlanError, plan_layer, tiles_for
+from dlforge.host.conv.link_words import layer_words, scatter_results
+from dlforge.host.conv.plan import LayerShape, ORDERS, PlanError, plan_layer, tiles_for
 from dlforge.rtl.conv.config import EngineConfig
 from dlforge.rtl.conv.descriptor import DescriptorError, pack_descriptor
-from dlforge.sim.conv_engine_model import EngineError, EngineModel
-from dlforge.sim.tb_conv_engine import expected_output, random_tensors
+from dlforge.sim.models.conv_engine_model import EngineError, EngineModel
+from dlforge.host.conv.random_layer import expected_output, random_tensors
 
 
 def run_layer(layer, cfg, tiles, t):

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dlforge.sim.conv_model import accumulate, conv_layer, max_pool2, output_size, requantize
+from dlforge.sim.models.conv_model import accumulate, conv_layer, max_pool2, output_size, requantize
 
 
 def _rand_layer(rng, n, c, h, w, oc, k, groups):

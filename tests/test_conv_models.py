@@ -3,7 +3,7 @@
 import pytest
 import torch.nn as nn
 
-from dlforge.host.conv_models import conv_layers, resnet18, resnet18_layers
+from dlforge.host.conv.networks import conv_layers, resnet18, resnet18_layers
 
 
 def test_resnet18_has_its_twenty_convolutions_and_1_8_gmacs():

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from dlforge.host.conv_plan import (LayerShape, PlanError, brute_force_plan, plan_layer,
+from dlforge.host.conv.plan import (LayerShape, PlanError, brute_force_plan, plan_layer,
                                     predict_cycles, tiles_for, utilization)
 from dlforge.rtl.conv.config import EngineConfig
 
@@ -115,7 +115,7 @@ def test_tiles_that_do_not_fit_are_refused():
 
 
 def test_resnet18_predicted_utilisation_on_8x8x8():
-    from dlforge.host.conv_models import resnet18_layers
+    from dlforge.host.conv.networks import resnet18_layers
 
     cfg = EngineConfig()
     layers = resnet18_layers()

@@ -6,9 +6,9 @@ import socket
 import numpy as np
 import pytest
 
-from dlforge.host.conv_plan import PlanError
-from dlforge.host.conv_run import run_conv
-from dlforge.host.link.transport import DeviceUnreachable
+from dlforge.host.conv.plan import PlanError
+from dlforge.host.conv.run import run_conv
+from dlforge.host.link.errors import DeviceUnreachable
 from dlforge.rtl.conv.config import EngineConfig
 
 # Every simulated board here is the default one (device="sim", config=None): the Verilator

@@ -5,9 +5,9 @@ files are errors that say why; the simulated board and the CPU give the same ima
 import pytest
 import simplejpeg
 
-from dlforge.host.decode_service import DecoderService
-from dlforge.host.device import CpuDevice
-from dlforge.sim import jpeg_corpus
+from dlforge.host.jpeg.decode_service import DecoderService
+from dlforge.host.device.cpu import CpuDevice
+from dlforge.sim.corpus import jpeg_corpus, photos
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_cpu_device(files):
 
 
 def test_bytes_and_named_items():
-    data = jpeg_corpus.shipped_jpegs()[-1][1]
+    data = photos.shipped_jpegs()[-1][1]
     with DecoderService(CpuDevice(), upsample="fast") as service:
         a, b = service.decode([data, ("mine", data)])
     assert (a.name, b.name) == ("#0", "mine") and (a.pixels == b.pixels).all()

@@ -12,15 +12,15 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from dlforge.host.conv_plan import LayerShape
-from dlforge.host.conv_run import engine_config, run_conv
-from dlforge.host.decode_service import DecoderService
-from dlforge.host.device import open_device
+from dlforge.host.conv.plan import LayerShape
+from dlforge.host.conv.run import engine_config, run_conv
+from dlforge.host.jpeg.decode_service import DecoderService
+from dlforge.host.device.open import open_device
 from dlforge.host.link.device_string import open_transport
 from dlforge.host.link.dma import Arena, DmaTransport
-from dlforge.host.link.transport import DeviceUnreachable
-from dlforge.sim.sim_board import SimBoard
-from dlforge.sim.tb_conv_engine import expected_output, random_tensors
+from dlforge.host.link.errors import DeviceUnreachable
+from dlforge.sim.board.process import SimBoard
+from dlforge.host.conv.random_layer import expected_output, random_tensors
 
 from test_board import (_check, _check_recovered_or_reported, _killed_mid_stream_is_named,
                         _mixed, _photos)

@@ -3,11 +3,11 @@
 import pytest
 
 from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
-from dlforge.sim.runner import run_cocotb
+from dlforge.sim.tools.runner import run_cocotb
 
 
 def regress(sim=None, limit=1000):
-    result = run_cocotb(EntropyDecoder(), name="entropy", test_module="dlforge.sim.tb_entropy",
+    result = run_cocotb(EntropyDecoder(), name="entropy", test_module="dlforge.sim.tb.entropy",
                         params={"corpus": "quick", "limit": limit, "ready_prob": 0.8},
                         sim=sim, quiet=True)
     assert result.tests == 2

@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dlforge.host.gpu_feed import MEAN, STD, Augment, GpuFeed, crop_boxes
-from dlforge.host.loader import JpegBatches
-from dlforge.host.sched_trace import Timeline
+from dlforge.host.sched.gpu_feed import MEAN, STD, Augment, GpuFeed, crop_boxes
+from dlforge.host.jpeg.loader import JpegBatches
+from dlforge.host.sched.trace import Timeline
 
 from jpeg_files import encode, photo
 from stand_in_cuda import StandInCuda

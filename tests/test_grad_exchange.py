@@ -10,11 +10,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from dlforge.host.bench_sched import free_port
-from dlforge.host.grad_exchange import GradExchange, plan_buckets
-from dlforge.host.models import build_model
-from dlforge.host.sched_trace import Timeline
-from dlforge.host.split_backward import CudaStreamExecutor, SplitBackward
+from dlforge.gen.bench.sched import free_port
+from dlforge.host.sched.grad_exchange import GradExchange, plan_buckets
+from dlforge.host.sched.models import build_model
+from dlforge.host.sched.trace import Timeline
+from dlforge.host.sched.split_backward import CudaStreamExecutor, SplitBackward
 
 from stand_in_cuda import StandInCuda
 

@@ -7,10 +7,10 @@ from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.sim import jpeg_corpus
-from dlforge.sim.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
-from dlforge.sim.jpeg_entropy import decode_scan
-from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
+from dlforge.sim.corpus import jpeg_corpus
+from dlforge.sim.tb.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
+from dlforge.sim.models.jpeg_entropy import decode_scan
+from dlforge.sim.models.jpeg_parse import JpegDecodeError, parse_headers
 from jpeg_files import WIDE_TABLES, encode, photo
 
 

@@ -5,7 +5,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.huffman_tables import HuffmanTables
-from dlforge.sim import jpeg_corpus
+from dlforge.sim.corpus import jpeg_markers
 from jpeg_files import WIDE_TABLES
 
 
@@ -31,7 +31,7 @@ def load_tables(bodies, check):
 
 def test_tables_match_the_canonical_codes():
     tables = dict(WIDE_TABLES)
-    tables[1, 3] = jpeg_corpus.STD_HUFFMAN_TABLES[1, 0]
+    tables[1, 3] = jpeg_markers.STD_HUFFMAN_TABLES[1, 0]
     bodies = [bytes([(cls << 4) | ident] + list(counts) + list(symbols))
               for (cls, ident), (counts, symbols) in tables.items()]
 

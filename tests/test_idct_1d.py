@@ -5,7 +5,7 @@ from amaranth import signed, unsigned
 
 from dlforge.rtl.jpeg import idct_constants as K
 from dlforge.rtl.jpeg.idct_1d import Idct1D
-from dlforge.sim.idct_model import idct_1d
+from dlforge.sim.models.idct_model import idct_1d
 from amaranth_streams import run_stream
 
 

@@ -3,13 +3,13 @@
 import pytest
 
 from dlforge.rtl.jpeg.idct import Idct
-from dlforge.sim.runner import run_cocotb
+from dlforge.sim.tools.runner import run_cocotb
 
 
 def regress(samples_per_clock, blocks, sim=None, seed=1):
     """Run the regression on ``sim`` (default: $SIM, else Verilator) and check its figures."""
     dut = Idct(samples_per_clock)
-    result = run_cocotb(dut, name=f"idct_p{samples_per_clock}", test_module="dlforge.sim.tb_idct",
+    result = run_cocotb(dut, name=f"idct_p{samples_per_clock}", test_module="dlforge.sim.tb.idct",
                         params={"samples_per_clock": samples_per_clock, "latency": dut.latency,
                                 "blocks": blocks, "seed": seed},
                         sim=sim, quiet=True)

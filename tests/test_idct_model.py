@@ -1,4 +1,4 @@
-"""The islow IDCT golden model (sim/idct_model.py) checked against real JPEG decoders.
+"""The islow IDCT golden model (sim/models/idct_model.py) checked against real JPEG decoders.
 
 Three references, each for what it is good for (docs/idct-reference.md has the findings):
 
@@ -30,7 +30,7 @@ import skimage.data
 from PIL import Image
 
 from dlforge.rtl.jpeg import idct_constants as K
-from dlforge.sim.idct_model import dequantize, idct_islow, idct_islow_raw, range_limit_table
+from dlforge.sim.models.idct_model import dequantize, idct_islow, idct_islow_raw, range_limit_table
 
 # ---------------------------------------------------------------------------------------
 # Helpers: images, files, block assembly
@@ -471,7 +471,7 @@ def test_jpeglib_coefficients_are_natural_row_major(photos, tmp_path):
     shifted pixels; libjpeg's integer FDCT is within 1 of the float one.  The transposed
     reading is far off, and decoding transposed blocks no longer reproduces the image.
     """
-    from dlforge.sim.ieee1180 import reference_fdct
+    from dlforge.sim.models.ieee1180 import reference_fdct
 
     img = photos["camera"]
     data = _pillow_jpeg(img, quality=100)

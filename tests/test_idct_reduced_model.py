@@ -1,4 +1,4 @@
-"""libjpeg-turbo's reduced IDCTs (``sim/idct_reduced_model.py``): a flat block stays flat at
+"""libjpeg-turbo's reduced IDCTs (``sim/models/idct_reduced_model.py``): a flat block stays flat at
 every size, the 4x4 and 2x2 outputs follow the full IDCT's picture of the block, and a size
 it has no IDCT for is refused.  Bit-exactness to libjpeg-turbo is checked through whole
 scaled decodes in tests/test_jpeg_model.py."""
@@ -6,8 +6,8 @@ scaled decodes in tests/test_jpeg_model.py."""
 import numpy as np
 import pytest
 
-from dlforge.sim.idct_model import idct_islow
-from dlforge.sim.idct_reduced_model import idct_reduced
+from dlforge.sim.models.idct_model import idct_islow
+from dlforge.sim.models.idct_reduced_model import idct_reduced
 
 
 def test_a_flat_block_stays_flat_at_every_size():

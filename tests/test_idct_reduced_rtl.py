@@ -12,9 +12,9 @@ from amaranth.sim import Simulator
 from dlforge.rtl.jpeg import idct_constants as K
 from dlforge.rtl.jpeg.idct import Idct, block_log_size
 from dlforge.rtl.jpeg.idct_1d import Idct1D
-from dlforge.sim import idct_reduced_model as R
-from dlforge.sim.idct_model import idct_1d, idct_islow
-from dlforge.sim.idct_vectors import idct_test_blocks
+from dlforge.sim.models import idct_reduced_model as R
+from dlforge.sim.models.idct_model import idct_1d, idct_islow
+from dlforge.sim.corpus.idct_vectors import idct_test_blocks
 
 
 def test_constants_match_the_model():

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from dlforge.rtl.jpeg.idct import Idct
-from dlforge.sim.idct_model import idct_islow
-from dlforge.sim.idct_vectors import idct_test_blocks
+from dlforge.sim.models.idct_model import idct_islow
+from dlforge.sim.corpus.idct_vectors import idct_test_blocks
 from amaranth_streams import run_stream
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from dlforge.rtl.jpeg import idct_constants as K
-from dlforge.sim import ieee1180 as ieee
-from dlforge.sim.idct_model import dequantize, idct_1d
+from dlforge.sim.models import ieee1180 as ieee
+from dlforge.sim.models.idct_model import dequantize, idct_1d
 
 
 CASE_IDS = [f"L{L}-H{H}-{'pos' if s > 0 else 'neg'}" for L, H, s in ieee.STANDARD_CASES]

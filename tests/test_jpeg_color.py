@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from dlforge.sim.jpeg_color import ycc_tables, ycc_to_rgb
+from dlforge.sim.models.jpeg_color import ycc_tables, ycc_to_rgb
 
 
 def test_tables_match_jdcolor():

@@ -5,7 +5,7 @@ import pytest
 
 from dlforge.gen.blocks import get_block
 from dlforge.rtl.jpeg.core import JpegCore
-from dlforge.sim.runner import run_cocotb
+from dlforge.sim.tools.runner import run_cocotb
 
 # Built through the block registry, so `dlforge decode --max-width 512` reuses the build.
 BLOCK = get_block("jpeg")
@@ -152,10 +152,10 @@ def test_scaled_decodes_on_the_core():
     with a resize request is resized on its scaled size."""
     import numpy as np
 
-    from dlforge.host.resize_request import Resize
+    from dlforge.host.jpeg.resize_request import Resize
     from dlforge.rtl.jpeg.scaling import scale_word
-    from dlforge.sim.jpeg_model import decode
-    from dlforge.sim.resample_model import apply_request
+    from dlforge.sim.models.jpeg_model import decode
+    from dlforge.sim.models.resample_model import apply_request
 
     core = JpegCore(max_width=64, max_height=64, input_bytes=4, resample_taps=7,
                     resample_max=(64, 64), scaling=True)
@@ -194,8 +194,8 @@ def test_scaled_decodes_on_the_core():
 def _core_resize(jpeg, resize, lanes):
     """One file with a resize request through ``JpegCore`` in the Amaranth simulator:
     (the DecodedImage, the golden model's pixels)."""
-    from dlforge.sim.jpeg_model import decode
-    from dlforge.sim.resample_model import apply_request
+    from dlforge.sim.models.jpeg_model import decode
+    from dlforge.sim.models.resample_model import apply_request
 
     request = resize.request(7, (64, 64))
     core = JpegCore(max_width=64, max_height=64, input_bytes=4, resample_taps=7,
@@ -216,7 +216,7 @@ def test_resize_on_the_core_at_every_lane_count(lanes):
     import skimage.data
     from PIL import Image
 
-    from dlforge.host.resize_request import Resize
+    from dlforge.host.jpeg.resize_request import Resize
 
     buf = io.BytesIO()
     Image.fromarray(skimage.data.astronaut()[100:124:, 200:230]).save(buf, "JPEG", quality=85)

@@ -1,4 +1,4 @@
-"""The JPEG corpus (sim/jpeg_corpus.py): deterministic, described truthfully, and covering
+"""The JPEG corpus (sim/corpus/jpeg_corpus.py): deterministic, described truthfully, and covering
 what the golden model and the RTL decoder will be tested on.
 
 The marker walker's ``features`` are checked against Pillow's and simplejpeg's own header
@@ -17,7 +17,8 @@ from PIL import Image, JpegImagePlugin
 
 pytest.importorskip("skimage")
 
-from dlforge.sim import jpeg_corpus as jc  # noqa: E402
+from dlforge.sim.corpus import jpeg_corpus as jc, jpeg_making, jpeg_markers
+from dlforge.sim.corpus import photos as skimage_photos
 
 PROGRESSIVE_SOF = {0xC2, 0xC6, 0xCA, 0xCE}
 ARITHMETIC_SOF = {0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
@@ -60,7 +61,7 @@ def _snapshot(files):
 
 def test_deterministic(quick, photos, unsupported, malformed):
     """Same bytes on every build, source photos re-read too: golden outputs can be cached."""
-    jc._photo.cache_clear()
+    skimage_photos.photo.cache_clear()
     assert _snapshot(jc.baseline_corpus("quick")) == _snapshot(quick)
     assert _snapshot(jc.photo_corpus()) == _snapshot(photos)
     assert _snapshot(jc.unsupported_corpus()) == _snapshot(unsupported.values())
@@ -100,25 +101,25 @@ def test_segments_walks_stuffing_restarts_and_fill_bytes():
     """Stuffed 0xFF00 is data, RSTn inside a scan is yielded, fill 0xFFs are skipped."""
     data = (b"\xff\xd8" + b"\xff\xfe\x00\x04ab" + b"\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00"
             + b"\x12\xff\x00\x34\xff\xd0\x56" + b"\xff\xff\xff\xd9")
-    assert list(jc.segments(data)) == [(0xD8, 0, 0), (0xFE, 2, 4), (0xDA, 8, 8),
+    assert list(jpeg_markers.segments(data)) == [(0xD8, 0, 0), (0xFE, 2, 4), (0xDA, 8, 8),
                                        (0xD0, 22, 0), (0xD9, 27, 0)]
-    assert jc.describe(data)["fill_bytes"] == 2
+    assert jpeg_markers.describe(data)["fill_bytes"] == 2
     for bad in (b"", b"\xff\xd8", b"\xff\xd8\xff\xfe\x00\x01", b"\xff\xd8\xff\xfe\x00\x09ab",
                 data[:-1], data[:12]):
-        with pytest.raises(jc.JpegSyntaxError):
-            list(jc.segments(bad))
+        with pytest.raises(jpeg_markers.JpegSyntaxError):
+            list(jpeg_markers.segments(bad))
 
 
 def test_zigzag_and_standard_tables():
     """ZIGZAG is T.81 Figure A.6; the Annex K tables are what libjpeg writes unoptimised."""
-    assert jc.ZIGZAG[:10] == (0, 1, 8, 16, 9, 2, 3, 10, 17, 24)
-    assert sorted(jc.ZIGZAG) == list(range(64)) and jc.ZIGZAG[-1] == 63
-    for bits, vals in jc.STD_HUFFMAN_TABLES.values():
+    assert jpeg_markers.ZIGZAG[:10] == (0, 1, 8, 16, 9, 2, 3, 10, 17, 24)
+    assert sorted(jpeg_markers.ZIGZAG) == list(range(64)) and jpeg_markers.ZIGZAG[-1] == 63
+    for bits, vals in jpeg_markers.STD_HUFFMAN_TABLES.values():
         assert sum(bits) == len(vals) and len(set(vals)) == len(vals)
     buf = io.BytesIO()
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, "JPEG")
-    tables = jc.huffman_tables(buf.getvalue())
-    assert {(c, i): t for (c, i), t in tables.items()} == jc.STD_HUFFMAN_TABLES
+    tables = jpeg_markers.huffman_tables(buf.getvalue())
+    assert {(c, i): t for (c, i), t in tables.items()} == jpeg_markers.STD_HUFFMAN_TABLES
 
 
 def _pillow_view(data):
@@ -141,7 +142,7 @@ def _check_against_pillow(f):
     assert p["bits"] == d["precision"]
     assert p["layer"] == d["components"]
     assert p["sampling"] == PIL_SAMPLING.get(d["layout"], -1)
-    assert p["quantization"] == jc.quant_tables(f.data)
+    assert p["quantization"] == jpeg_markers.quant_tables(f.data)
     assert p["apps"] == d["app_markers"]
     assert p["progressive"] == (d["sof"] in PROGRESSIVE_SOF)
     assert p["adobe_transform"] == d["adobe_transform"]
@@ -195,7 +196,7 @@ def test_quick_corpus_covers_the_baseline_features(quick):
     assert {d.get("requested_layout") for d in rst} >= {"gray", "4:4:4", "4:2:2", "4:2:0"}
     # Tables: 16-bit DQT, mixed 8/16-bit, several tables per DQT and per DHT segment.
     assert any(16 in d["dqt_precisions"] for d in fs)
-    big = [max(max(t) for t in jc.quant_tables(f.data).values()) for f in quick
+    big = [max(max(t) for t in jpeg_markers.quant_tables(f.data).values()) for f in quick
            if 16 in f.features["dqt_precisions"]]
     assert min(big) > 255 and max(big) <= 8191    # libjpeg-turbo's encoder is exact up to 8191
     assert any(set(d["dqt_precisions"]) == {8, 16} for d in fs)
@@ -302,13 +303,13 @@ def test_unsupported_files_are_what_they_claim(unsupported):
     assert p12.features["precision"] == 12 and p12.features["sof"] == 0xC1
     with pytest.raises(ValueError, match="precision 12"):
         simplejpeg.decode_jpeg(p12.data)
-    as8 = jc._sof_field(p12.data, jc._SOF_P, 8, ">B")   # the edit undone decodes cleanly
+    as8 = jpeg_making.sof_field(p12.data, jpeg_making.SOF_P, 8, ">B")   # the edit undone decodes cleanly
     simplejpeg.decode_jpeg(as8, colorspace="RGB")
 
     (dnl,) = by_reason["dnl"]
     d = dnl.features
     assert d["height"] == 0 and d["dnl"] > 0
-    restored = jc._sof_field(jc._remove_markers(dnl.data, {0xDC}), jc._SOF_Y, d["dnl"])
+    restored = jpeg_making.sof_field(jpeg_making.remove_markers(dnl.data, {0xDC}), jpeg_making.SOF_Y, d["dnl"])
     assert simplejpeg.decode_jpeg(restored, colorspace="RGB").shape[:2] == (d["dnl"], d["width"])
 
     (two,) = by_reason["two_components"]
@@ -316,7 +317,7 @@ def test_unsupported_files_are_what_they_claim(unsupported):
     assert len(d["components"]) == 2 and d["scan_components"] == [[1], [2]]
     three = next(f for f in by_reason["multiscan"] if f.features["scans"] == 3)
     for k in range(2):                             # its scans are the 3-scan file's, verbatim
-        a, b = jc._scan_span(two.data, k), jc._scan_span(three.data, k)
+        a, b = jpeg_making.scan_span(two.data, k), jpeg_making.scan_span(three.data, k)
         assert two.data[a[0]:a[1]] == three.data[b[0]:b[1]]
     for f in (p12, dnl, two):
         with pytest.raises(Exception):
@@ -399,12 +400,12 @@ def test_malformed_files_are_really_malformed(malformed):
         d = f.features
         assert d["edit"] and d["base"], name
         if d["reason"] in ("truncated", "bad_length", "no_soi", "garbage"):
-            with pytest.raises(jc.JpegSyntaxError):
-                jc.describe(f.data)
+            with pytest.raises(jpeg_markers.JpegSyntaxError):
+                jpeg_markers.describe(f.data)
     m = {n: f.features for n, f in malformed.items()}
     assert m["missing_dht-missing-dht"]["dht_segments"] == 0
     assert m["bad_quant_table-zero-quant-value"]["dqt_segments"] == 2
-    assert 0 in jc.quant_tables(malformed["bad_quant_table-zero-quant-value"].data)[0]
+    assert 0 in jpeg_markers.quant_tables(malformed["bad_quant_table-zero-quant-value"].data)[0]
     assert m["corrupt_scan-unexpected-rst"]["restart_interval"] == 0
     assert m["corrupt_scan-unexpected-rst"]["rst_markers"] == 1
     assert m["zero_width-zero-width"]["width"] == 0
@@ -414,7 +415,7 @@ def test_malformed_files_are_really_malformed(malformed):
     # The flipped file differs from the base (missing-eoi plus its EOI) in 3 scan bytes.
     flipped = malformed["corrupt_scan-flipped-bytes"].data
     base = malformed["truncated-missing-eoi"].data + b"\xff\xd9"
-    s0, s1 = jc._scan_span(base)
+    s0, s1 = jpeg_making.scan_span(base)
     assert len(flipped) == len(base)
     diff = [i for i in range(len(base)) if flipped[i] != base[i]]
     assert len(diff) == 3 and all(s0 <= i < s1 for i in diff)

@@ -3,9 +3,9 @@
 import jpeglib
 import pytest
 
-from dlforge.sim.jpeg_entropy import lookup_table, split_entropy_segments
-from dlforge.sim.jpeg_model import decode_coefficients
-from dlforge.sim.jpeg_parse import HuffmanTable
+from dlforge.sim.models.jpeg_entropy import lookup_table, split_entropy_segments
+from dlforge.sim.models.jpeg_model import decode_coefficients
+from dlforge.sim.models.jpeg_parse import HuffmanTable
 from jpeg_files import encode, photo
 
 

@@ -12,8 +12,8 @@ import collections
 import numpy as np
 import pytest
 
-from dlforge.sim.jpeg_fuzz import MUTATIONS, fuzz_corpus
-from dlforge.sim.jpeg_model import JpegDecodeError, decode
+from dlforge.sim.corpus.jpeg_fuzz import MUTATIONS, fuzz_corpus
+from dlforge.sim.models.jpeg_model import JpegDecodeError, decode
 
 jpeglib = pytest.importorskip("jpeglib")
 

@@ -9,7 +9,7 @@ import simplejpeg
 import skimage
 
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.sim.jpeg_model import JpegDecodeError, decode
+from dlforge.sim.models.jpeg_model import JpegDecodeError, decode
 from jpeg_files import encode, photo
 
 SIZES = [(1, 1), (2, 1), (1, 2), (3, 5), (5, 3), (8, 8), (9, 7), (16, 16), (17, 15), (31, 33),
@@ -123,9 +123,9 @@ def test_damaged_scans_are_caught():
     assert any(o != S.OK for o in outcomes)
 
 
-# --- The shared corpus (sim/jpeg_corpus.py): every layout, size and table feature, real encoders.
+# --- The shared corpus (sim/corpus/jpeg_corpus.py): every layout, size and table feature, real encoders.
 
-from dlforge.sim import jpeg_corpus  # noqa: E402
+from dlforge.sim.corpus import jpeg_corpus
 
 UNSUPPORTED_STATUS = {
     "progressive": S.UNSUPPORTED_PROGRESSIVE, "arithmetic": S.UNSUPPORTED_ARITHMETIC,
@@ -253,8 +253,8 @@ def test_scaled_decode_of_greyscale_and_real_files():
 def test_chroma_is_scaled_in_the_idct_not_upsampled():
     """At 1/2 a 4:2:0 file's chroma gets the 8x8 IDCT and the luma a 4x4 one (jdmaster.c);
     4:2:2 keeps chroma at 4x4 (vertical doubling does not divide) and upsamples it."""
-    from dlforge.sim.jpeg_model import component_sizes
-    from dlforge.sim.jpeg_parse import parse_headers
+    from dlforge.sim.models.jpeg_model import component_sizes
+    from dlforge.sim.models.jpeg_parse import parse_headers
     for subsampling, want in ((2, {2: [4, 8, 8], 4: [2, 4, 4], 8: [1, 2, 2]}),
                               (1, {2: [4, 4, 4], 4: [2, 2, 2], 8: [1, 1, 1]}),
                               (0, {2: [4, 4, 4], 4: [2, 2, 2], 8: [1, 1, 1]})):

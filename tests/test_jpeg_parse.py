@@ -6,7 +6,7 @@ from PIL import Image
 import io
 
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
+from dlforge.sim.models.jpeg_parse import JpegDecodeError, parse_headers
 from jpeg_files import encode, photo
 
 

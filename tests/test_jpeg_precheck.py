@@ -3,10 +3,10 @@ device's parser) on every verdict it can give without the entropy-coded data."""
 
 import pytest
 
-from dlforge.host.jpeg_precheck import precheck
+from dlforge.host.jpeg.precheck import precheck
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.sim import jpeg_corpus
-from dlforge.sim.jpeg_parse import JpegDecodeError, parse_headers
+from dlforge.sim.corpus import jpeg_corpus, photos
+from dlforge.sim.models.jpeg_parse import JpegDecodeError, parse_headers
 
 # Found only in or after the scan: the pre-check passes these files to the device.
 AFTER_SOS = {S.UNSUPPORTED_MULTISCAN, S.BAD_SCAN_HEADER, S.MISSING_HUFFMAN_TABLE,
@@ -39,7 +39,7 @@ def test_agrees_with_the_marker_parser(f):
 
 
 def test_limits_and_garbage():
-    data = jpeg_corpus.shipped_jpegs()[0][1]
+    data = photos.shipped_jpegs()[0][1]
     status, width, height = precheck(data)
     assert status == S.OK and width > 0
     assert precheck(data, max_width=width - 1)[0] == S.TOO_LARGE

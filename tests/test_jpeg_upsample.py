@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dlforge.sim.jpeg_upsample import upsample
+from dlforge.sim.models.jpeg_upsample import upsample
 
 
 def h2v1_fancy_c(row):

@@ -7,7 +7,7 @@ import numpy as np
 import skimage.data
 from PIL import Image
 
-from dlforge.host.jpeg_work import PER_BYTE, PER_PIXEL, PER_SAMPLE, decode_work
+from dlforge.host.device.jpeg_work import PER_BYTE, PER_PIXEL, PER_SAMPLE, decode_work
 
 
 def _jpeg(pixels, subsampling, quality=85):

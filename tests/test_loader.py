@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from dlforge.host import loader as loader_module
-from dlforge.host.decode_service import DecoderService
-from dlforge.host.loader import Batch, DecodeFailed, JpegBatches, loader, resize_image
+from dlforge.host.jpeg import loader as loader_module
+from dlforge.host.jpeg.decode_service import DecoderService
+from dlforge.host.jpeg.loader import Batch, DecodeFailed, JpegBatches, loader, resize_image
 
 from jpeg_files import encode, photo
 
@@ -381,7 +381,7 @@ def test_eval_transform_equals_torchvision_on_pillow(tree, device, size):
     each image equal to Pillow's decode through torchvision's rules written out here; on
     the simulated board the cores' resamplers do it (64: a shrink beyond their 7 taps for
     the largest photo, which the host resizes instead)."""
-    from dlforge.host.loader import JpegBatches as Batches
+    from dlforge.host.jpeg.loader import JpegBatches as Batches
     resize_to = 256 if size == 224 else round(size * 256 / 224)
     ds = Batches(tree, 4, size=size, device=device, transform="eval", layout="NHWC")
     batches = _all(ds)
@@ -409,7 +409,7 @@ def test_train_transform_draws_per_file_as_torchvision(tree, device):
     """``transform="train"``: each file's ``RandomResizedCrop`` and flip come from its own
     generator (seed, epoch, name): the same pixels in any order or shard, others next epoch;
     on the simulated board its cores crop and resize."""
-    from dlforge.host.loader import train_generator
+    from dlforge.host.jpeg.loader import train_generator
     from test_transforms import _reference_params
     ds = JpegBatches(tree, 3, size=96, device=device, transform="train", seed=5, layout="NHWC")
     got = {n: img.numpy() for images, _, ns, _ in _all(ds) for img, n in zip(images, ns)}
@@ -436,7 +436,7 @@ def test_train_transform_draws_per_file_as_torchvision(tree, device):
 
 def test_train_seeds_are_the_generators():
     """The loader hands each file's seed to the draws (no generator): the same one."""
-    from dlforge.host.loader import train_generator, train_seed
+    from dlforge.host.jpeg.loader import train_generator, train_seed
     for name in ("a.jpg", "dir/b.jpeg", "#3"):
         assert train_seed(5, 2, name) == train_generator(5, 2, name).initial_seed()
     assert train_seed(5, 2, "a.jpg") != train_seed(5, 3, "a.jpg")

@@ -19,13 +19,13 @@ from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
 from dlforge.rtl.jpeg.frame import FrameLayout, mcu_grid
 from dlforge.rtl.jpeg.marker_parser import MarkerParser
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.sim import jpeg_corpus
-from dlforge.sim.entropy_stimulus import dht_bodies, dqt_bodies, scan_beat
-from dlforge.sim.jpeg_entropy import decode_scan
-from dlforge.sim.jpeg_fuzz import fuzz_corpus
-from dlforge.sim.jpeg_model import check_trailer
-from dlforge.sim.jpeg_parse import (DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH, JpegDecodeError,
-                                    parse_headers)
+from dlforge.sim.corpus import jpeg_corpus
+from dlforge.sim.tb.entropy_stimulus import dht_bodies, dqt_bodies, scan_beat
+from dlforge.sim.models.jpeg_entropy import decode_scan
+from dlforge.sim.corpus.jpeg_fuzz import fuzz_corpus
+from dlforge.sim.models.jpeg_model import check_trailer
+from dlforge.sim.models.jpeg_parse import (DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH, JpegDecodeError,
+                                           parse_headers)
 from jpeg_files import encode, photo
 
 

@@ -4,8 +4,9 @@ count, and the shared-weights net really sharing."""
 import pytest
 import torch
 
-from dlforge.host import conv_models
-from dlforge.host.models import MODELS, build_model, mlp, resnet18, resnet50, shared_weights_net
+from dlforge.host.conv import networks as conv_models
+from dlforge.host.sched.models import (MODELS, build_model, mlp, resnet18, resnet50,
+                                       shared_weights_net)
 
 torch.set_num_threads(1)
 

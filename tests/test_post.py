@@ -1,7 +1,7 @@
 """The post-processing lanes: output blocks run as several input-channel slices with random
 gaps, random and extreme parameters, every combination of ReLU, pool and residual; the whole
 output buffer (both halves) is read back through the unloader port and compared with
-sim/conv_model.py's requantize and max_pool2; plus the documented latency and ``idle``."""
+sim/models/conv_model.py's requantize and max_pool2; plus the documented latency and ``idle``."""
 
 import itertools
 import random
@@ -13,7 +13,7 @@ from amaranth.sim import Simulator
 from dlforge.rtl.conv.config import EngineConfig
 from dlforge.rtl.conv.descriptor import pixel_order
 from dlforge.rtl.conv.post import POST_LATENCY, PostLanes, words_per_half
-from dlforge.sim.conv_model import max_pool2, requantize
+from dlforge.sim.models.conv_model import max_pool2, requantize
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 M_MAX = (1 << 31) - 1

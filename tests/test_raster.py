@@ -9,10 +9,10 @@ from amaranth.sim import Simulator
 from PIL import Image
 
 from dlforge.rtl.jpeg.raster import PIXELS_PER_BEAT, Raster, RasterFrameLayout
-from dlforge.sim import jpeg_corpus
-from dlforge.sim.entropy_stimulus import expected_rows
-from dlforge.sim.jpeg_model import decode
-from dlforge.sim.jpeg_parse import parse_headers
+from dlforge.sim.corpus import jpeg_corpus
+from dlforge.sim.tb.entropy_stimulus import expected_rows
+from dlforge.sim.models.jpeg_model import decode
+from dlforge.sim.models.jpeg_parse import parse_headers
 
 
 def frame_fields(headers, scale=1):

@@ -7,11 +7,11 @@ import struct
 
 from amaranth.sim import Simulator
 
-from dlforge.host.resize_request import Resize
+from dlforge.host.jpeg.resize_request import Resize
 from dlforge.rtl.resample.request_reader import RequestReader
 from dlforge.rtl.resample.resampler import Resampler
 from dlforge.rtl.resample.table import table_entries
-from dlforge.sim.resample_model import coefficients
+from dlforge.sim.models.resample_model import coefficients
 
 TAPS = 5
 

@@ -1,4 +1,4 @@
-"""The resampler's golden model (``sim/resample_model.py``) is bit-exact to Pillow's
+"""The resampler's golden model (``sim/models/resample_model.py``) is bit-exact to Pillow's
 ``Image.resize`` (the outside reference): up and down, one axis or both, either pass order,
 RGB and greyscale, bilinear and bicubic, crop then resize on decoded photos."""
 
@@ -10,8 +10,8 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from dlforge.sim.resample_model import (PRECISION_BITS, coefficients, crop_resize, resize,
-                                        vertical_first)
+from dlforge.sim.models.resample_model import (PRECISION_BITS, coefficients, crop_resize, resize,
+                                               vertical_first)
 
 FILTERS = {"BILINEAR": Image.Resampling.BILINEAR, "BICUBIC": Image.Resampling.BICUBIC}
 

@@ -10,7 +10,7 @@ from PIL import Image
 
 from dlforge.rtl.resample.resampler import Resampler
 from dlforge.rtl.resample.table import table_entries
-from dlforge.sim.resample_model import coefficients, crop_resize, vertical_first
+from dlforge.sim.models.resample_model import coefficients, crop_resize, vertical_first
 
 from amaranth_streams import send_beats
 from resample_beats import collect_rows, image_payloads, rows_to_image
@@ -106,7 +106,7 @@ def test_one_lane():
 
 @pytest.mark.slow
 def test_generated_verilog_in_verilator(capsys):
-    """``dlforge sim resample``: the cocotb testbench (sim/tb_resample.py) on the generated
+    """``dlforge sim resample``: the cocotb testbench (sim/tb/resample.py) on the generated
     Verilog, crops shrunk and copied under random stalls, bit-exact to the model."""
     from dlforge.gen.cli import main
     assert main(["sim", "resample", "--max-columns", "128", "--max-rows", "128"]) == 0

@@ -1,4 +1,4 @@
-"""The host's crop-and-resize (``host/resize_request.py``): its checks, and its requests
+"""The host's crop-and-resize (``host/jpeg/resize_request.py``): its checks, and its requests
 run through the golden model of the cores' resize path (``apply_request``) give Pillow's
 pixels for torchvision's eval and train pipelines, windows and odd sizes included."""
 
@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import simplejpeg
 
-from dlforge.host import resize_request
-from dlforge.host.loader import train_generator
-from dlforge.host.resize_request import Resize, make_tables, table_cache
-from dlforge.host.transforms import eval_request, train_request
+from dlforge.host.jpeg import resize_request
+from dlforge.host.jpeg.loader import train_generator
+from dlforge.host.jpeg.resize_request import Resize, make_tables, table_cache
+from dlforge.host.jpeg.transforms import eval_request, train_request
 from dlforge.rtl.resample.request import request_bytes
-from dlforge.sim.resample_model import apply_request
+from dlforge.sim.models.resample_model import apply_request
 from jpeg_files import encode, photo
 
 TAPS = 7

@@ -1,5 +1,5 @@
 """The resampler's horizontal pass (``rtl/resample/row_resampler.py``) against the golden
-model (``sim/resample_model.py``, itself bit-exact to Pillow): rows shrunk, copied and
+model (``sim/models/resample_model.py``, itself bit-exact to Pillow): rows shrunk, copied and
 stretched, bilinear and bicubic (negative weights), RGB, beats of random lengths, with the
 input and the output stalling at random; and its rate: a beat a clock when nothing
 stalls."""
@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 
 from dlforge.rtl.resample.row_resampler import RowResampler
 from dlforge.rtl.resample.table import table_entries
-from dlforge.sim.resample_model import _pass, coefficients
+from dlforge.sim.models.resample_model import _pass, coefficients
 
 from amaranth_streams import send_beats
 from resample_beats import collect_rows, image_payloads, rows_to_image

@@ -10,8 +10,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from dlforge.rtl.stream_pipe import Narrow
-from dlforge.sim import runner
-from dlforge.sim.runner import run_cocotb
+from dlforge.sim.tools import runner
+from dlforge.sim.tools.runner import run_cocotb
 
 
 def narrow(out_lanes=2):
@@ -20,26 +20,26 @@ def narrow(out_lanes=2):
 
 def test_params_reach_testbench_and_build_is_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
-    first = run_cocotb(narrow(), name="narrow_8to2", test_module="dlforge.sim.tb_narrow",
+    first = run_cocotb(narrow(), name="narrow_8to2", test_module="dlforge.sim.tb.narrow",
                        params={"out_lanes": 2, "beats": 50}, quiet=True)
     assert first.passed and first.metrics["elements"] == 400
     builds = list((tmp_path / "sim").glob("narrow_8to2-*/.built"))
     assert len(builds) == 1
     stamp_time = builds[0].stat().st_mtime_ns
-    second = run_cocotb(narrow(), name="narrow_8to2", test_module="dlforge.sim.tb_narrow",
+    second = run_cocotb(narrow(), name="narrow_8to2", test_module="dlforge.sim.tb.narrow",
                         params={"out_lanes": 2, "beats": 80}, quiet=True)
     assert second.passed and second.metrics["elements"] == 640
     assert builds[0].stat().st_mtime_ns == stamp_time          # not rebuilt
     assert second.test_dir != first.test_dir                   # separate run folders
     # A different design gets a different folder.
-    run_cocotb(narrow(4), name="narrow_8to2", test_module="dlforge.sim.tb_narrow",
+    run_cocotb(narrow(4), name="narrow_8to2", test_module="dlforge.sim.tb.narrow",
                params={"out_lanes": 4, "beats": 10}, quiet=True)
     assert len(list((tmp_path / "sim").glob("narrow_8to2-*/.built"))) == 2
 
 
 def test_failing_testbench_is_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
-    result = run_cocotb(narrow(), name="narrow_bad", test_module="dlforge.sim.tb_narrow",
+    result = run_cocotb(narrow(), name="narrow_bad", test_module="dlforge.sim.tb.narrow",
                         params={"out_lanes": 2, "claim_out_lanes": 4, "beats": 20}, quiet=True)
     assert not result.passed
     assert result.failures == 1 and result.failed[0][0] == "order_and_backpressure"
@@ -47,7 +47,7 @@ def test_failing_testbench_is_reported(tmp_path, monkeypatch):
 
 def test_waves_are_written(tmp_path, monkeypatch):
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
-    result = run_cocotb(narrow(), name="narrow_waves", test_module="dlforge.sim.tb_narrow",
+    result = run_cocotb(narrow(), name="narrow_waves", test_module="dlforge.sim.tb.narrow",
                         params={"out_lanes": 2, "beats": 5}, waves=True, quiet=True)
     assert result.passed
     assert result.waves is not None and result.waves.suffix == ".fst"
@@ -69,7 +69,7 @@ def test_waiver_list_is_explicit():
 @pytest.mark.icarus
 def test_icarus_runs_the_same_testbench(tmp_path, monkeypatch):
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
-    result = run_cocotb(narrow(), name="narrow_ivl", test_module="dlforge.sim.tb_narrow",
+    result = run_cocotb(narrow(), name="narrow_ivl", test_module="dlforge.sim.tb.narrow",
                         params={"out_lanes": 2, "beats": 30}, sim="icarus", waves=True, quiet=True)
     assert result.passed
     assert result.waves is not None and result.waves.suffix == ".fst"
@@ -122,7 +122,7 @@ def test_big_designs_compile_their_cpp_at_o0_and_the_choice_is_in_the_hash(tmp_p
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
     for level in ("-O0", "-O1"):
         monkeypatch.setenv(runner.CXX_OPT_ENV, level)
-        assert run_cocotb(narrow(), name="narrow_opt", test_module="dlforge.sim.tb_narrow",
+        assert run_cocotb(narrow(), name="narrow_opt", test_module="dlforge.sim.tb.narrow",
                           params={"out_lanes": 2, "beats": 20}, quiet=True).passed
     builds = sorted((tmp_path / "sim").glob("narrow_opt-*/build.log"))
     assert len(builds) == 2

@@ -21,8 +21,8 @@ import skimage.data
 from PIL import Image
 
 from dlforge.gen.cli import main
-from dlforge.sim import jpeg_corpus
-from dlforge.sim.conv_model import conv_layer
+from dlforge.sim.corpus import jpeg_corpus
+from dlforge.sim.models.conv_model import conv_layer
 
 pytestmark = [pytest.mark.xdist_group("sim_board"), pytest.mark.slow]
 

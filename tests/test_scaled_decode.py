@@ -1,4 +1,4 @@
-"""The host's scaled decode (``host/scaled_decode.py``): libjpeg-turbo's 1/2, 1/4, 1/8,
+"""The host's scaled decode (``host/jpeg/scaled_decode.py``): libjpeg-turbo's 1/2, 1/4, 1/8,
 equal to Pillow's ``Image.draft`` and to the golden model on real files and tiny ones; the
 scale's parsing and sizes; bad data and bad scales refused clearly."""
 
@@ -11,8 +11,8 @@ import skimage
 import skimage.data
 from PIL import Image
 
-from dlforge.host.scaled_decode import parse_scale, scaled_decode, scaled_size
-from dlforge.sim.jpeg_model import decode
+from dlforge.host.jpeg.scaled_decode import parse_scale, scaled_decode, scaled_size
+from dlforge.sim.models.jpeg_model import decode
 
 
 def _shipped(name):

@@ -7,9 +7,9 @@ import pickle
 import torch
 import torch.nn.functional as F
 
-from dlforge.host.models import build_model
-from dlforge.host.sched_trace import Span, Timeline, chrome_trace, write_trace
-from dlforge.host.split_backward import SplitBackward
+from dlforge.host.sched.models import build_model
+from dlforge.host.sched.trace import Span, Timeline, chrome_trace, write_trace
+from dlforge.host.sched.split_backward import SplitBackward
 
 torch.set_num_threads(1)
 MS = 1_000_000

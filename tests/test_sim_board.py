@@ -23,9 +23,12 @@ from PIL import Image
 from dlforge.rtl.link.protocol import (VERSION, FrameDecoder, Opcode, Register, Status,
                                        encode_frame)
 from dlforge.rtl.link.jpeg_reply import parse_end
-from dlforge.sim import jpeg_corpus
-from dlforge.sim.sim_board import (DEFAULTS, SimBoard, bench_sim_board, build_board, connect,
-                                   file_requests)
+from dlforge.sim.corpus import photos
+from dlforge.sim.board.build import DEFAULTS, build_board
+from dlforge.sim.board.process import SimBoard
+from dlforge.gen.bench.sim_board import bench_sim_board
+from dlforge.host.link.raw_link import connect
+from dlforge.rtl.link.protocol import file_requests
 
 pytestmark = pytest.mark.xdist_group("sim_board")
 
@@ -133,7 +136,7 @@ def test_registers_and_ping_default_build(default_build):
 
 def test_real_jpegs_on_both_cores_default_build(default_build):
     """scikit-image's real camera files on the default build, on each core."""
-    shipped = dict(jpeg_corpus.shipped_jpegs())
+    shipped = dict(photos.shipped_jpegs())
     with SimBoard("tcp", exit_on_disconnect=True) as board:
         with connect(board.device) as link:
             for core, name in enumerate(["rocket.jpg", "hubble_deep_field.jpg"]):

@@ -10,10 +10,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dlforge.host.models import build_model
-from dlforge.host.sched_trace import Timeline
-from dlforge.host.split_backward import (CudaStreamExecutor, InlineExecutor, SplitBackward,
-                                         ThreadExecutor, make_executor, splittable)
+from dlforge.host.sched.models import build_model
+from dlforge.host.sched.trace import Timeline
+from dlforge.host.sched.split_backward import (CudaStreamExecutor, InlineExecutor, SplitBackward,
+                                               ThreadExecutor, make_executor, splittable)
 
 from stand_in_cuda import StandInCuda
 

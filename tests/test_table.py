@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dlforge.rtl.resample.table import table_arrays, table_entries
-from dlforge.sim.resample_model import coefficients
+from dlforge.sim.models.resample_model import coefficients
 
 
 def test_weights_newest_first():

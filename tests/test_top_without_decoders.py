@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 from dlforge.boards.presets import BOARDS
-from dlforge.host.board import Board
-from dlforge.host.conv_plan import LayerShape
-from dlforge.host.conv_run import engine_config, run_conv
+from dlforge.host.device.board import Board
+from dlforge.host.conv.plan import LayerShape
+from dlforge.host.conv.run import engine_config, run_conv
 from dlforge.host.link.transport import TcpTransport
 from dlforge.rtl.link.protocol import Opcode, Register, Status, encode_frame
-from dlforge.sim.sim_board import SimBoard, connect
-from dlforge.sim.tb_conv_engine import expected_output, random_tensors
+from dlforge.sim.board.process import SimBoard
+from dlforge.host.link.raw_link import connect
+from dlforge.host.conv.random_layer import expected_output, random_tensors
 
 pytestmark = [pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""torchvision's eval and train pipelines (``host/transforms.py``): the size, rounding and
+"""torchvision's eval and train pipelines (``host/jpeg/transforms.py``): the size, rounding and
 random-parameter rules against an independent re-implementation of torchvision's (drawing
 from torch's global generator, as torchvision does; torchvision itself cannot be installed
 beside the CPU torch), and the pixels against Pillow and the resampler's golden model."""
@@ -12,11 +12,11 @@ import skimage.data
 import torch
 from PIL import Image
 
-from dlforge.host import transforms
-from dlforge.host.transforms import (center_crop_box, eval_transform, flip_draw,
-                                     random_resized_crop_box, resize_size, torch_words,
-                                     train_draws, train_request, train_transform)
-from dlforge.sim.resample_model import crop_resize, resize
+from dlforge.host.jpeg import transforms
+from dlforge.host.jpeg.transforms import (center_crop_box, eval_transform, flip_draw,
+                                          random_resized_crop_box, resize_size, torch_words,
+                                          train_draws, train_request, train_transform)
+from dlforge.sim.models.resample_model import crop_resize, resize
 
 
 def _reference_params(width, height, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):

@@ -7,7 +7,8 @@ import socket
 import pytest
 
 from dlforge.host.link.device_string import open_transport
-from dlforge.host.link.transport import DeviceGone, DeviceUnreachable, TcpTransport, XdmaTransport
+from dlforge.host.link.errors import DeviceGone, DeviceUnreachable
+from dlforge.host.link.transport import TcpTransport, XdmaTransport
 
 
 def _free_port():

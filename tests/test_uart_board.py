@@ -15,12 +15,14 @@ import time
 import pytest
 from amaranth.sim import Simulator
 
-from dlforge.host.decode_service import DecoderService
-from dlforge.host.device import open_device
-from dlforge.host.link.transport import DeviceUnreachable
+from dlforge.host.jpeg.decode_service import DecoderService
+from dlforge.host.device.open import open_device
+from dlforge.host.link.errors import DeviceUnreachable
 from dlforge.rtl.link.control import LinkControl
 from dlforge.rtl.link.protocol import BAUD, FrameDecoder, Opcode, encode_frame
-from dlforge.sim.sim_board import SimBoard, add_arguments, build_board
+from dlforge.sim.board.process import SimBoard
+from dlforge.sim.board.cli import add_arguments
+from dlforge.sim.board.build import build_board
 from test_board import _check, _check_recovered_or_reported, _mixed, _photos
 
 pytestmark = pytest.mark.xdist_group("sim_board")
@@ -129,7 +131,7 @@ def test_presets_hold_a_paced_frame():
     the device: every board's receive FIFO holds that even if the frame receiver took none."""
     from dlforge.boards.presets import BOARDS
     from dlforge.host.link.frame_link import paced_bytes
-    from dlforge.sim.sim_board import UART_DEFAULTS
+    from dlforge.sim.board.build import UART_DEFAULTS
     assert paced_bytes(1024) == 1024 + 99
     for preset in BOARDS.values():
         assert preset.rx_fifo >= paced_bytes(preset.max_payload), preset.name

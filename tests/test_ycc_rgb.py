@@ -5,7 +5,7 @@ from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.ycc_rgb import ycc_to_rgb
-from dlforge.sim.jpeg_color import ycc_to_rgb as model
+from dlforge.sim.models.jpeg_color import ycc_to_rgb as model
 
 
 def test_matches_model_on_every_chroma_pair():

@@ -38,7 +38,8 @@ from ...rtl.link.dma_layout import (CONTROL_BYTES, DESCRIPTOR, FLAG_BAD_CRC, FLA
                                     PLACED, RECORD_HEADER, VERSION, Desc, Field, Rec)
 from ...rtl.link.protocol import Opcode, check_header, payload_span
 from .frame_link import BARRIER_TAG, FrameLink
-from .transport import DeviceGone, DeviceUnreachable, Transport
+from dlforge.host.link.errors import DeviceGone, DeviceUnreachable
+from dlforge.host.link.transport import Transport
 
 __all__ = ["DmaTransport", "DmaLink", "Arena"]
 
@@ -206,8 +207,10 @@ class DmaTransport(Transport):
         except PermissionError:
             pass
 
-    def dma_link(self, on_frame, on_placed, **options):
-        return DmaLink(self, on_frame, on_placed, **options)
+    def frame_link(self, on_frame, on_placed=None, verify=None, pace=None):
+        """The DMA link: the engine frames files (:meth:`DmaLink.post_file`) and writes
+        pixels where the host placed them (``on_placed``); CRCs are the engine's."""
+        return DmaLink(self, on_frame, on_placed)
 
     def close(self):
         for fd in (self.rfd, self.wfd):
@@ -226,6 +229,7 @@ class DmaTransport(Transport):
 
 class DmaLink(FrameLink):
     """:class:`FrameLink`'s interface over the DMA link, plus files and placement."""
+    frames_files = True
 
     def __init__(self, transport, on_frame, on_placed, max_reply=1 << 20):
         super().__init__(transport, on_frame, max_reply=max_reply, verify=False, pace=False)

@@ -24,7 +24,7 @@ host when they have room.  The device's control plane handles frames in arrival 
 ``PING`` written after a data frame is answered only once that data frame has left the
 device's frame receiver (for the decoder cores or the engine).  A paced link therefore
 writes, after each data frame (``JPEG_DATA``, ``JPEG_END``, ``CONV_WORDS``), a *barrier*: a
-``PING`` with tag 0 (never used by :class:`~dlforge.host.board.Board`, whose control tags are
+``PING`` with tag 0 (never used by :class:`~dlforge.host.device.board.Board`, whose control tags are
 1..255 and file tags 256 and up) and a sequence number as payload, and writes the next data
 frame only when that barrier's answer is back.  Control requests (small, one at a time) are
 written in queue order but do not wait for a barrier.  Barrier answers never reach
@@ -45,7 +45,7 @@ from collections import deque
 from ...rtl.link.protocol import (HEADER_BYTES, LINK_WIDTHS, MAGIC, TRAILER, TRAILER_BYTES, Opcode,
                                   Status, check_header, frame_parts, header_span, payload_span,
                                   trailer_span)
-from .transport import LinkTimeout
+from dlforge.host.link.errors import LinkTimeout
 
 __all__ = ["FrameLink", "BARRIER_TAG", "DATA_OPCODES", "paced_bytes"]
 
@@ -67,6 +67,14 @@ def paced_bytes(max_payload, barrier_resends=2, control_payload=7):
 
 
 class FrameLink:
+    """Frames over a byte transport: requests queued and written as the transport takes
+    them, replies parsed (headers checked, payload CRCs where the link is not reliable), and
+    pacing on links without flow control.  The board's one link interface; the DMA link
+    (:class:`~dlforge.host.link.dma.DmaLink`) keeps it and adds files framed by its engine."""
+    #: True where the link's engine frames files itself (the host posts them whole and
+    #: places their pixels): the board then uses ``post_file``, ``place`` and ``set_credit``
+    frames_files = False
+
     def __init__(self, transport, on_frame, max_reply=1 << 20, verify=None,
                  buffer_bytes=4 << 20, pace=None, barrier_retry=1.0, barrier_resends=2,
                  link_bytes=1):

@@ -30,31 +30,17 @@ import os
 import select
 import socket
 
-from ...rtl.link.protocol import BAUD
+from dlforge.host.link.errors import DeviceGone, DeviceUnreachable
+from dlforge.host.link.frame_link import FrameLink
+from dlforge.rtl.link.protocol import BAUD
 
-__all__ = ["Transport", "TcpTransport", "SerialTransport", "XdmaTransport",
-           "LinkError", "DeviceUnreachable", "DeviceGone", "LinkTimeout", "DEFAULT_BAUD"]
+__all__ = ["Transport", "TcpTransport", "SerialTransport", "XdmaTransport", "DEFAULT_BAUD"]
 
 DEFAULT_BAUD = BAUD                      # defined once, with the boards' UARTs
 
 
-class LinkError(ConnectionError):
-    """Something is wrong with the link to a device."""
-
-
-class DeviceUnreachable(LinkError):
-    """The device cannot be opened or does not answer."""
-
-
-class DeviceGone(LinkError):
-    """The link closed under a running transfer."""
-
-
-class LinkTimeout(LinkError, TimeoutError):
-    """No answer in time."""
-
-
 class Transport:
+    """A byte link to a device (see the module's docstring)."""
     name = "transport"
     reliable = False
     flow_control = True     # the device holds the host back when it is busy (False: pace)
@@ -97,6 +83,12 @@ class Transport:
             if want_write:
                 poll.register(self.wfd, select.POLLOUT)
         return bool(poll.poll(max(0, int(timeout * 1000))))
+
+    def frame_link(self, on_frame, on_placed=None, verify=None, pace=None):
+        """The frame layer over this transport, for the board: the host frames files and
+        reads replies (a DMA transport overrides it: its engine frames files and places
+        pixels, ``on_placed``)."""
+        return FrameLink(self, on_frame, verify=verify, pace=pace)
 
     def close(self):
         pass

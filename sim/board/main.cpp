@@ -461,7 +461,7 @@ int main(int argc, char** argv) {
         ++cycles;
     }
     // One more cycle with the link idle: the build's top registers its reset (see
-    // sim/sim_board.py), so the design leaves reset an edge after rst falls; no byte may be
+    // sim/board/sim_board.py), so the design leaves reset an edge after rst falls; no byte may be
     // offered before that edge.
     top->clk = 0;
     top->rst = 0;

@@ -1,0 +1,319 @@
+"""``dlforge bench device``: what a device delivers at its host interface, from its own
+counters, beside the core fed directly and libjpeg-turbo on one CPU core, in one run.
+
+* ``device_cycles``: the device's own span registers (SPAN_START/SPAN_END, in CYCLES): from
+  the arrival of the batch's first request to the departure of its last reply's last byte;
+* ``core_pixels_per_clock``: the same files through one core of the same design whose input
+  and output never wait (a simulated board with one core behind a 64-byte link), from the
+  core's own cycle count in each file's record (first input byte to trailer);
+* ``efficiency``: pixels_per_clock / (cores x core_pixels_per_clock), the brief's 1b;
+* every image is compared with libjpeg-turbo (simplejpeg, islow, fancy upsampling) in the
+  same run; a mismatch or a failed file fails the bench (``ok`` false, exit 1);
+* ``cpu``: libjpeg-turbo's megapixels per second on one core, on the same files;
+* ``worth``: megapixels and ImageNet-size images (500x375) per second of one device at a
+  clock: 250 MHz (a PCIe card's XDMA clock: no Xilinx timing has been measured) and the ECP5
+  decoder core's measured Fmax, and the CPU cores that replaces;
+* ``--scale 1/2|1/4|1/8``: the same files again decoded at that scale by the cores' reduced
+  IDCTs (then the eval pipeline with ``--transform eval``), each image compared with
+  libjpeg-turbo's scaled decode (and Pillow's resize and crop of it), and the input pixels a
+  clock beside the full-size decode's.
+"""
+
+import hashlib
+import json
+import time
+
+import numpy as np
+
+__all__ = ["bench_device", "ECP5_CORE_FMAX_MHZ", "XDMA_MHZ", "IMAGENET_PIXELS"]
+
+#: The whole decoder core out of context on an ECP5-85F (README, `dlforge synth jpeg`).
+ECP5_CORE_FMAX_MHZ = 51.2
+#: Xilinx XDMA's AXI clock (a 256-bit stream at 250 MHz is 8 GB/s, PCIe gen3 x8).
+XDMA_MHZ = 250.0
+#: An ImageNet-size photo (500 x 375).
+IMAGENET_PIXELS = 500 * 375
+
+
+def _files(files, corpus, limit):
+    if files:
+        from pathlib import Path
+        named = [(Path(f).name, Path(f).read_bytes()) for f in files]
+    else:
+        from dlforge.sim.corpus import jpeg_corpus, photos
+        if corpus == "photos":
+            named = [(f.name, f.data) for f in jpeg_corpus.photo_corpus()]
+        elif corpus == "shipped":
+            named = photos.shipped_jpegs()
+        else:
+            raise ValueError(f"unknown corpus {corpus!r}: photos or shipped")
+    return named[:limit] if limit else named
+
+
+def _reference(named):
+    import simplejpeg
+    return [simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False)
+            for _, data in named]
+
+
+def _run(device, named, expected, resizes=None, scale=1, sizes=None):
+    """Decode ``named`` on ``device`` (each with its Resize of ``resizes``, if given; at
+    1/``scale``, ``sizes`` the scaled ones); returns (the device's span in cycles, replies,
+    wall seconds, mismatches)."""
+    if resizes is None and scale == 1:
+        jobs = [(name, data, False) for name, data in named]
+    elif scale == 1:
+        # (each Resize's box is its whole image: eval_request)
+        jobs = [(name, data, False, (r.box[2], r.box[3]), r)
+                for (name, data), r in zip(named, resizes)]
+    else:
+        jobs = [(name, data, False, size, None if resizes is None else resizes[k], scale)
+                for k, ((name, data), size) in enumerate(zip(named, sizes))]
+    device.open_span()
+    began = time.perf_counter()
+    replies = list(device.decode_jpegs(iter(jobs)))
+    wall = time.perf_counter() - began
+    cycles = device.span_cycles()
+    bad = []
+    for (name, _), reply, want in zip(named, replies, expected):
+        if reply.pixels is None or reply.pixels.shape != want.shape \
+                or not np.array_equal(reply.pixels, want):
+            bad.append(f"{name}: {reply.status.name} {reply.error or 'pixels differ'}")
+    return cycles, replies, wall, bad
+
+
+def _with_transform(device, named, expected, transform, scale=1):
+    """The files again through ``transform`` ("eval": Resize(256), CenterCrop(224); None:
+    none) on the device, decoded at 1/``scale`` (``expected``: the images at that scale):
+    (span cycles, replies, mismatches against Pillow)."""
+    from dlforge.host.jpeg.transforms import eval_request
+    sizes = [(want.shape[1], want.shape[0]) for want in expected]
+    resizes = None if transform is None else [eval_request(*size) for size in sizes]
+    wanted = expected if resizes is None else [r.apply(want)
+                                               for r, want in zip(resizes, expected)]
+    cycles, replies, _, bad = _run(device, named, wanted, resizes, scale, sizes)
+    return cycles, replies, bad
+
+
+def _cpu_rate(named, repeat=3):
+    """libjpeg-turbo on one core: megapixels per second over the files, best of ``repeat``."""
+    import simplejpeg
+    pixels, best = 0, None
+    for _ in range(repeat):
+        began = time.perf_counter()
+        pixels = 0
+        for _, data in named:
+            image = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False,
+                                           fastupsample=False)
+            pixels += image.shape[0] * image.shape[1]
+        took = time.perf_counter() - began
+        best = took if best is None else min(best, took)
+    return pixels / best / 1e6
+
+
+def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes=None,
+                 conv=False, reference=True, transform=None, scale=1, **board):
+    """The figures as a dict (see the module docstring); ``conv``: the board with the engine;
+    ``transform="eval"``: the same files again through torchvision's eval pipeline on the
+    cores' resamplers, and the device's input pixels per clock then beside without.
+    Builds the simulated boards it needs (minutes the first time)."""
+    from dlforge.host.device.board import Board
+    from dlforge.sim.board.build import DEFAULTS
+    if transform not in (None, "eval"):
+        raise ValueError(f"bench device takes --transform eval, not {transform!r}")
+    cores = DEFAULTS["cores"] if cores is None else cores
+    link_bytes = DEFAULTS["link_bytes"] if link_bytes is None else link_bytes
+    named = _files(files, corpus, limit)
+    expected = _reference(named)
+    pixels = sum(w.shape[0] * w.shape[1] for w in expected)
+    digest = hashlib.sha256(b"".join(hashlib.sha256(d).digest() for _, d in named)).hexdigest()
+    report = {"benchmark": "device",
+              "config": {"device": "sim", "cores": cores, "link_bytes": link_bytes,
+                         "conv": bool(conv), **board},
+              "files_digest": digest[:16], "images": len(named), "pixels": pixels,
+              "checked": "every image bit-exact to libjpeg-turbo (simplejpeg: islow IDCT, "
+                         "fancy upsampling), in this run"}
+    failures = []
+    with Board.simulated("sim", cores=cores, link_bytes=link_bytes, conv=conv,
+                         **board) as device:
+        cycles, replies, wall, bad = _run(device, named, expected)
+        if transform is not None:
+            resized = _with_transform(device, named, expected, transform)
+        if scale > 1:
+            from dlforge.host.jpeg.scaled_decode import scaled_decode
+            small = [scaled_decode(data, scale) for _, data in named]
+            scaled = _with_transform(device, named, small, transform, scale)
+        info = device.info()
+    failures += [f"device: {b}" for b in bad]
+    report |= {"device_cycles": cycles, "pixels_per_clock": pixels / cycles,
+               "wall_seconds": round(wall, 2),
+               "decoded_megapixels_per_wall_second": pixels / wall / 1e6,
+               "simulated_cycles_per_second": cycles / wall,
+               "board": info}
+    rows = [{"file": name, "width": int(r.width), "height": int(r.height),
+             "status": r.status.name, "core_cycles_in_device": r.cycles}
+            for (name, _), r in zip(named, replies)]
+    if reference:
+        with Board.simulated("sim", cores=1, link_bytes=64, conv=False,
+                             max_width=board.get("max_width", DEFAULTS["max_width"]),
+                             max_height=board.get("max_height", DEFAULTS["max_height"])) as one:
+            _, direct, _, bad = _run(one, named, expected)
+        failures += [f"reference core: {b}" for b in bad]
+        core_cycles = sum(r.cycles or 0 for r in direct)
+        for row, r in zip(rows, direct):
+            row["core_cycles_direct"] = r.cycles
+            row["core_pixels_per_clock"] = row["width"] * row["height"] / r.cycles \
+                if r.cycles else None
+        report["core_pixels_per_clock"] = pixels / core_cycles
+        report["efficiency"] = report["pixels_per_clock"] / (cores
+                                                             * report["core_pixels_per_clock"])
+        report["core_reference"] = ("the same files through one core behind a 64-byte link "
+                                    "(input and output never wait), the core's own cycles "
+                                    "per file")
+    cpu = _cpu_rate(named)
+    report["cpu"] = {"libjpeg_turbo_megapixels_per_second_one_core": cpu,
+                     "what": "simplejpeg.decode_jpeg, islow, fancy upsampling, best of 3, "
+                             "same files, this machine"}
+    worth = {}
+    for label, mhz in (("xdma_250mhz", XDMA_MHZ), ("ecp5_core_fmax", ECP5_CORE_FMAX_MHZ)):
+        mps = report["pixels_per_clock"] * mhz
+        worth[label] = {"clock_mhz": mhz, "megapixels_per_second": mps,
+                        "imagenet_images_per_second": mps * 1e6 / IMAGENET_PIXELS,
+                        "cpu_cores_replaced": mps / cpu}
+    worth["note"] = ("device rate = measured pixels per clock x clock; no Xilinx timing has "
+                     "been measured, the ECP5 clock is the decoder core's out-of-context "
+                     "Fmax")
+    report["worth"] = worth
+    if transform is not None:
+        r_cycles, r_replies, r_bad = resized
+        failures += [f"device, {transform}: {b}" for b in r_bad]
+        report["transform"] = {
+            "transform": transform,
+            "device_cycles": r_cycles,
+            "input_pixels_per_clock": pixels / r_cycles,
+            "keep_pace": (pixels / r_cycles) / report["pixels_per_clock"],
+            "resized_on_device": sum(r.resized == "device" for r in r_replies),
+            "checked": "every image equal to Pillow's resize and crop of libjpeg-turbo's "
+                       "decode (torchvision's pipeline on Pillow), in this run",
+            "what": "the same files again, each cropped and resized by the cores' "
+                    "resamplers; keep_pace is the input pixels per clock with them over "
+                    "without (target 0.95)"}
+    if scale > 1:
+        s_cycles, s_replies, s_bad = scaled
+        failures += [f"device, 1/{scale}: {b}" for b in s_bad]
+        report["scaled"] = {
+            "scale": f"1/{scale}",
+            "transform": transform,
+            "device_cycles": s_cycles,
+            "input_pixels_per_clock": pixels / s_cycles,
+            "speedup": (pixels / s_cycles) / report["pixels_per_clock"],
+            "resized_on_device": sum(r.resized == "device" for r in s_replies),
+            "checked": "every image equal to libjpeg-turbo's scaled decode (simplejpeg at "
+                       "exactly 1/scale)" + (", then Pillow's resize and crop of it"
+                                             if transform else "") + ", in this run",
+            "what": "the same files again, decoded at the scale by the cores' reduced IDCTs; "
+                    "input pixels are the full-size images' (the work a file stands for)"}
+    report["files"] = rows
+    report["failures"] = failures
+    report["ok"] = not failures
+    return report
+
+
+def print_table(report, out):
+    """A readable summary of :func:`bench_device`'s report."""
+    c = report["config"]
+    lines = [f"device: simulated board, {c['cores']} cores, {c['link_bytes']}-byte link"
+             f"{' + engine' if c['conv'] else ''}; {report['images']} images, "
+             f"{report['pixels'] / 1e6:.1f} Mpixels ({report['checked']})",
+             f"device cycles {report['device_cycles']}: {report['pixels_per_clock']:.3f} "
+             f"pixels/clock"]
+    if "efficiency" in report:
+        lines.append(f"one core fed directly: {report['core_pixels_per_clock']:.3f} "
+                     f"pixels/clock; efficiency {report['efficiency']:.3f}")
+    lines.append(f"libjpeg-turbo, one CPU core: "
+                 f"{report['cpu']['libjpeg_turbo_megapixels_per_second_one_core']:.0f} MP/s")
+    for key in ("xdma_250mhz", "ecp5_core_fmax"):
+        w = report["worth"][key]
+        lines.append(f"at {w['clock_mhz']:g} MHz: {w['megapixels_per_second']:.0f} MP/s, "
+                     f"{w['imagenet_images_per_second']:.0f} ImageNet-size images/s, "
+                     f"{w['cpu_cores_replaced']:.2f} CPU cores")
+    if "transform" in report:
+        t = report["transform"]
+        lines.append(f"with {t['transform']} resizing on the cores: "
+                     f"{t['input_pixels_per_clock']:.3f} input pixels/clock, "
+                     f"{t['keep_pace']:.3f} of the rate without "
+                     f"({t['resized_on_device']} resized on the device)")
+    if "scaled" in report:
+        t = report["scaled"]
+        lines.append(f"decoded at {t['scale']}{' with ' + t['transform'] if t['transform'] else ''}"
+                     f" on the cores: {t['input_pixels_per_clock']:.3f} input pixels/clock, "
+                     f"{t['speedup']:.2f}x the full-size decode "
+                     f"({t['resized_on_device']} resized on the device)")
+    lines.append(f"simulator: {report['simulated_cycles_per_second'] / 1e6:.2f} M cycles/s, "
+                 f"{report['decoded_megapixels_per_wall_second']:.2f} decoded MP per wall "
+                 f"second")
+    for f in report["failures"]:
+        lines.append(f"FAILED {f}")
+    print("\n".join(lines), file=out)
+
+
+def main(args):
+    """The command's body: JSON with ``--json``, else the table; exit 1 on a failure."""
+    import sys
+    report = bench_device(args.files or None, corpus=args.corpus or "photos", limit=args.limit,
+                          cores=args.cores, link_bytes=args.link_bytes, conv=args.conv,
+                          reference=not args.no_reference,
+                          transform=getattr(args, "transform", None),
+                          scale=getattr(args, "scale", 1))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_table(report, sys.stdout)
+    return 0 if report["ok"] else 1
+
+
+def bench_conv_device(model="resnet18", names=None, seed=2, **board):
+    """Every convolution layer of ``model`` on the simulated board's engine (random int8
+    tensors, each layer compared with the golden model): the engine's own CONV_CYCLES, the
+    device's span from the first word's arrival to the last result's departure, and the cycle
+    model's prediction of the engine fed directly (within 0.2 % of `dlforge bench conv`'s
+    measurements on every ResNet-18 layer, docs/conv-engine.md)."""
+    from dlforge.host.device.board import Board
+    from dlforge.host.conv.networks import resnet18_layers
+    from dlforge.host.conv.run import engine_config, run_conv
+    from dlforge.host.conv.random_layer import expected_output, random_tensors
+    if model != "resnet18":
+        raise ValueError(f"unknown model {model!r}: resnet18")
+    layers = [layer for layer in resnet18_layers() if not names or layer.name in names]
+    rng = np.random.default_rng(seed)
+    rows, failures = [], []
+    with Board.simulated("sim", **board) as device:
+        cfg = engine_config(device)
+        info = device.info()
+        for layer in layers:
+            t = random_tensors(layer, cfg, rng)
+            y, r = run_conv(t.x, t.w, t.bias.astype(np.int32), t.multiplier, t.shift,
+                            stride=layer.stride, padding=layer.padding, groups=layer.groups,
+                            relu=layer.relu, pool=layer.pool,
+                            residual=None if t.residual is None else t.residual[None],
+                            device=device)
+            exact = bool(np.array_equal(y[0], expected_output(layer, t)))
+            if not exact:
+                failures.append(f"{layer.name}: differs from the golden model")
+            direct = layer.macs / cfg.macs_per_clock / r["predicted_cycles"]
+            rows.append({"layer": layer.name, "macs": layer.macs, "tiles": r["tiles"],
+                         "predicted_cycles_fed_directly": r["predicted_cycles"],
+                         "engine_cycles": r["cycles"], "device_cycles": r["device_cycles"],
+                         "utilization_fed_directly": round(direct, 4),
+                         "utilization_engine": r["utilization"],
+                         "utilization_device": r["device_utilization"],
+                         "device_vs_direct": round(r["device_utilization"] / direct, 4),
+                         "bit_exact": exact})
+    macs = sum(r["macs"] for r in rows)
+    cycles = sum(r["device_cycles"] for r in rows)
+    return {"benchmark": "conv-device", "board": info, "config": cfg.as_dict(),
+            "checked": "every layer bit-exact to the int8 golden model, in this run",
+            "layers": rows,
+            "network_utilization_device": macs / cfg.macs_per_clock / cycles,
+            "worst_device_vs_direct": min(r["device_vs_direct"] for r in rows),
+            "failures": failures, "ok": not failures}
