@@ -1,6 +1,6 @@
 """Post-processing of the PE array's result beats: bias or partial sum, partial-sum buffer,
 requantisation, residual, clamp/ReLU, 2x2 max pool, and the double-buffered output buffer
-(see docs/conv-engine.md and the arithmetic contract in sim/conv_model.py).
+(see docs/conv-engine.md and the arithmetic contract in sim/models/conv_model.py).
 
 A beat carries ``rows`` accumulators of one output pixel, channels ``col * rows + r``.  Lane
 ``r`` of every stage handles channel ``col * rows + r``, so the parameters live per lane (channel

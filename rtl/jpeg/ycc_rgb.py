@@ -5,7 +5,7 @@ the same integers.  Each product of a constant with an 8-bit chroma value is spl
 products with its two 4-bit halves, each read from a 16-entry constant table (one LUT4 per
 bit on an FPGA, no multiplier, no long carry chain), and the halves are added in the next
 pipeline stage: ``chroma_partials`` then ``chroma_offsets``.  The golden model is
-``sim/jpeg_color.py``.
+``sim/models/jpeg_color.py``.
 """
 
 from amaranth import Array, Cat, Const, Mux, signed

@@ -1,6 +1,6 @@
 """The resampler's vertical pass in gateware: rows of 8-bit pixels in, each output row the
 weighted sum of up to ``taps`` consecutive input rows by Pillow's integer arithmetic, a beat
-of up to four pixels a clock each way (``sim/resample_model.py`` is the golden model; the
+of up to four pixels a clock each way (``sim/models/resample_model.py`` is the golden model; the
 table is :mod:`.table`'s, newest row first).
 
 Input row ``r`` goes into line buffer ``r mod (taps + 1)``.  A buffer is ``lanes`` (4)

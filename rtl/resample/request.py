@@ -1,5 +1,5 @@
 """The resize request that leads a file sent to a core with a resampler: defined once for
-the gateware (``rtl/jpeg/core.py`` reads it) and the host (``host/resize_request.py``
+the gateware (``rtl/jpeg/core.py`` reads it) and the host (``host/jpeg/resize_request.py``
 builds it).
 
 A JPEG request frame with :data:`~dlforge.rtl.link.protocol.REQUEST_RESIZE` in its status

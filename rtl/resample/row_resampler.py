@@ -1,6 +1,6 @@
 """The resampler's horizontal pass in gateware: rows of 8-bit pixels in, rows resized by
 Pillow's integer arithmetic out, a beat of up to four pixels a clock each way
-(``sim/resample_model.py`` is the golden model; the table is :mod:`.table`'s).
+(``sim/models/resample_model.py`` is the golden model; the table is :mod:`.table`'s).
 
 Output pixel ``x`` of a row is ``clip8((2**21 + sum(in[need - j] * w[j])) >> 22)``.  With
 ``lanes`` = 4 (1 and 2 alike): the input goes through a window of the newest ``taps + 3``
