@@ -17,7 +17,7 @@ shift.
 
 The loop runs ahead speculatively: at the end of a segment (a marker or the end of the data
 next in line) it reads zeros past the last bit, and the pipeline, which checks every symbol
-in the golden model's order (sim/jpeg_entropy.py), stops the scan at the first one that was
+in the golden model's order (sim/models/jpeg_entropy.py), stops the scan at the first one that was
 not really there.  The restart/end-of-scan checks also go through the pipeline, so they keep
 their place after the last symbol of their interval.  A code whose length has more than 16
 codes (a *slow* entry, in practice the 16-bit codes of the standard AC tables) costs five
@@ -29,6 +29,8 @@ nonzero coefficient gets an extra beat with ``write`` low.  Each scan ends with 
 beat: the status (:class:`JpegStatus`) and the marker that ended the scan.  Latency: the
 pipeline and an output FIFO; ``done`` still follows the last coefficient beat.
 """
+
+from types import SimpleNamespace
 
 from amaranth import Module, Signal, Array, Mux, Cat, Const, signed
 from amaranth.lib import wiring, stream, data
@@ -97,7 +99,40 @@ _Record = data.StructLayout({
 })
 
 
+class _LoopFlags:
+    """The flags that stop the loop (``decoding``, ``fresh``, ``slow_wait``), set and cleared
+    through their next values so that ``go`` can be registered from them: the loop's enable
+    then costs one LUT at the start of the clock instead of three."""
+
+    def __init__(self, m, st, hs, done):
+        self.m, self.hs, self.done = m, hs, done
+        self.flags = {"decoding": st.decoding, "fresh": st.fresh, "slow_wait": st.slow_wait}
+        self.nxt = {name: Signal(name=f"{name}_next") for name in self.flags}
+        m.d.comb += [self.nxt[name].eq(flag) for name, flag in self.flags.items()]
+
+    def setf(self, name, value):
+        self.m.d.comb += self.nxt[name].eq(value)
+
+    def finish(self, status, marker=0):
+        """The scan's verdict: stop the loop, and send ``done`` once the output drained."""
+        self.setf("decoding", 0)
+        self.m.d.sync += [self.hs.scanning.eq(0), self.hs.finishing.eq(1),
+                          self.done.payload.status.eq(status),
+                          self.done.payload.marker.eq(marker)]
+
+    def register(self, fifo, go):
+        """The flags take their next values; ``go`` (the loop may run next clock) with them."""
+        nxt = self.nxt
+        self.m.d.sync += [flag.eq(nxt[name]) for name, flag in self.flags.items()]
+        self.m.d.sync += go.eq(nxt["decoding"] & ~nxt["fresh"] & ~nxt["slow_wait"]
+                          & (fifo.level <= _FIFO - _INFLIGHT))   # room for all in flight
+
+
 class HuffmanDecoder(wiring.Component):
+    """The entropy-decoding step of a JPEG core: Huffman decoding is the one serial part of
+    baseline decoding, so it gets a one-symbol-per-clock loop of its own and checks every
+    symbol as the golden model does (see the module docstring)."""
+
     dht: In(stream.Signature(DhtLayout))
     scan: In(stream.Signature(ScanLayout))
     tokens: In(stream.Signature(TokenLayout))
@@ -112,116 +147,164 @@ class HuffmanDecoder(wiring.Component):
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=CoefficientLayout.size, depth=_FIFO)
         wiring.connect(m, wiring.flipped(self.dht), tables.dht)
 
-        scanning = Signal()
-        finishing = Signal()                # result decided, waiting for the output to drain
-        patching = Signal()                 # a slow symbol's patch is still in a fast table
+        hs = self._scan_handshake(m, tables)
+        self._output(m, fifo, hs)
+        st = self._scan_state()
+        ctl = _LoopFlags(m, st, hs, self.done)
+        pos = self._scan_position(st)
+        sel = self._table_select(m, tables, st, pos)
+        win = self._bit_window(m)
+
+        # The loop: one symbol per clock, and its record for the pipeline.
+        loop = self._decode_loop(m, tables, st, sel, win)
+        self._advance_position(m, st, pos, loop, ctl)
+        self._record(m, st, sel, win, loop)
+        take_token = self._shift_window(m, st, win, loop, hs)
+        self._boundary_checks(m, st, win, ctl, take_token, hs)
+        m.d.comb += self.tokens.ready.eq(take_token)
+
+        # The pipeline behind the loop.
+        r1 = self._pipeline_code(m, tables, st)
+        r2 = self._pipeline_symbol(m, tables, r1)
+        r3, chk, sym = self._pipeline_checks(m, tables, r2)
+        self._patch_slow_entry(m, tables, st, r2, sym, loop, ctl, hs)
+        self._pipeline_output(m, fifo, st, r3, chk, ctl, hs)
+
+        self._start_scan(m, tables, st, win, ctl, hs, (r1, r2, r3))
+        ctl.register(fifo, loop.go)
+        return m
+
+    def _scan_handshake(self, m, tables):
+        """One scan at a time: a new one is taken only when the last one's verdict went out
+        and the tables are settled, and the tables stay locked while a scan runs."""
+        hs = SimpleNamespace()
+        hs.scanning = scanning = Signal()
+        hs.finishing = finishing = Signal()  # result decided, waiting for the output to drain
+        hs.patching = patching = Signal()   # a slow symbol's patch is still in a fast table
         m.d.comb += [tables.locked.eq(scanning | patching),
                      self.scan.ready.eq(~scanning & ~finishing & ~self.done.valid & tables.idle
                                         & ~patching),
                      self.busy.eq(scanning)]
+        return hs
 
-        # ---- Output: coefficient beats through a FIFO; done after the last of them ----------
+    def _output(self, m, fifo, hs):
+        """Coefficient beats through a FIFO, so that the pipeline need not stop for ``coef``;
+        ``done`` after the last of them."""
         m.d.comb += [self.coef.valid.eq(fifo.r_rdy), self.coef.payload.eq(fifo.r_data),
                      fifo.r_en.eq(self.coef.ready)]
         with m.If(self.done.valid & self.done.ready):
             m.d.sync += self.done.valid.eq(0)
-        with m.If(finishing & (fifo.level == 0)):
-            m.d.sync += [finishing.eq(0), self.done.valid.eq(1)]
+        with m.If(hs.finishing & (fifo.level == 0)):
+            m.d.sync += [hs.finishing.eq(0), self.done.valid.eq(1)]
 
-        # ---- Scan state --------------------------------------------------------------------
-        cfg = Signal(ScanLayout)
-        blocks_here = Array(Signal(4, name=f"blocks_c{c}") for c in range(MAX_COMPONENTS))
-        comp = Signal(2)
-        blk = Signal(2)                     # block within the component's part of the MCU
-        k = Signal(6)                       # next coefficient (zigzag), 0 = DC
-        is_dc = Signal(init=1)
-        mcus_left = Signal(24)
-        in_interval = Signal(16)
-        rst_next = Signal(3)
-        phase = Signal(2)                   # 0: decode, 1: restart check, 2: end check, 3: stop
-        decoding = Signal()                 # scanning and phase 0, as a register of its own
-        fresh = Signal()                    # the window was just emptied (scan start, RSTn)
-        slow_wait = Signal()                # waiting for a slow symbol's entry to be patched in
-        patch = Signal(PatchLayout)         # that entry, and where it goes
-        patch_write = Signal()              # ... written this clock
-        patched = Signal()                  # ... in the table until the loop has used it
-        rec = Signal(_Record)               # the loop's output register
-        rec_valid = Signal()
-        preds = Array(Signal(16, name=f"pred{c}") for c in range(MAX_COMPONENTS))
+    @staticmethod
+    def _scan_state():
+        """Where the scan is (component, block, coefficient, MCUs and restart intervals), and
+        the registers between the loop and the pipeline."""
+        st = SimpleNamespace()
+        st.cfg = Signal(ScanLayout)
+        st.blocks_here = Array(Signal(4, name=f"blocks_c{c}") for c in range(MAX_COMPONENTS))
+        st.comp = Signal(2)
+        st.blk = Signal(2)                  # block within the component's part of the MCU
+        st.k = Signal(6)                    # next coefficient (zigzag), 0 = DC
+        st.is_dc = Signal(init=1)
+        st.mcus_left = Signal(24)
+        st.in_interval = Signal(16)
+        st.rst_next = Signal(3)
+        st.phase = Signal(2)                # 0: decode, 1: restart check, 2: end check, 3: stop
+        st.decoding = Signal()              # scanning and phase 0, as a register of its own
+        st.fresh = Signal()                 # the window was just emptied (scan start, RSTn)
+        st.slow_wait = Signal()             # waiting for a slow symbol's entry to be patched in
+        st.patch = Signal(PatchLayout)      # that entry, and where it goes
+        st.patch_write = Signal()           # ... written this clock
+        st.patched = Signal()               # ... in the table until the loop has used it
+        st.rec = Signal(_Record)            # the loop's output register
+        st.rec_valid = Signal()
+        st.preds = Array(Signal(16, name=f"pred{c}") for c in range(MAX_COMPONENTS))
+        return st
 
-        # The flags that stop the loop are set and cleared through their next values, from
-        # which ``go`` (the loop may run next clock) is registered: the loop's enable then costs
-        # one LUT at the start of the clock instead of three.
-        flags = {"decoding": decoding, "fresh": fresh, "slow_wait": slow_wait}
-        nxt = {name: Signal(name=f"{name}_next") for name in flags}
-        m.d.comb += [nxt[name].eq(flag) for name, flag in flags.items()]
+    @staticmethod
+    def _scan_position(st):
+        """Where the scan goes after the current block, all from registers so that the loop
+        need not wait for it."""
+        pos = SimpleNamespace()
+        pos.last_blk = ~(st.blk + 1 < st.blocks_here[st.comp])
+        pos.last_comp = last_comp = ~(st.comp + 1 < st.cfg.components)
+        pos.next_comp = Mux(pos.last_blk, Mux(last_comp, 0, st.comp + 1), st.comp)
+        pos.mcu_end = pos.last_blk & last_comp
+        pos.ends_scan = pos.mcu_end & (st.mcus_left == 1)
+        pos.ends_interval = (pos.mcu_end & (st.cfg.restart_interval != 0)
+                             & (st.in_interval + 1 == st.cfg.restart_interval))
+        return pos
 
-        def setf(name, value):
-            m.d.comb += nxt[name].eq(value)
-
-        def finish(status, marker=0):
-            setf("decoding", 0)
-            m.d.sync += [scanning.eq(0), finishing.eq(1),
-                         self.done.payload.status.eq(status), self.done.payload.marker.eq(marker)]
-
-        # Where the scan goes after the current block (all from registers).
-        last_blk = ~(blk + 1 < blocks_here[comp])
-        last_comp = ~(comp + 1 < cfg.components)
-        next_comp = Mux(last_blk, Mux(last_comp, 0, comp + 1), comp)
-        mcu_end = last_blk & last_comp
-        ends_scan = mcu_end & (mcus_left == 1)
-        ends_interval = mcu_end & (cfg.restart_interval != 0) & (in_interval + 1 == cfg.restart_interval)
-
-        # The two tables the next symbol may need, loaded every clock: the DC table of the
-        # block whose DC comes next (this block while at its DC, else the next block) and the
-        # AC table of this block.  ``floor`` (see HuffmanTables.floor) is what the comparators
-        # compare the inverted window with.
-        floor_dc = Signal(data.ArrayLayout(17, 16))
-        floor_ac = Signal(data.ArrayLayout(17, 16))
-        tsel_dc = Signal(2)
-        tsel_ac = Signal(2)
-        dc_comp = Mux(is_dc, comp, next_comp)
-        m.d.sync += [tsel_dc.eq(cfg.td[dc_comp]), tsel_ac.eq(cfg.ta[comp])]
+    @staticmethod
+    def _table_select(m, tables, st, pos):
+        """The two tables the next symbol may need, loaded a clock ahead so that the loop
+        starts from registers."""
+        # The DC table of the block whose DC comes next (this block while at its DC, else the
+        # next block) and the AC table of this block.  ``floor`` (see HuffmanTables.floor) is
+        # what the comparators compare the inverted window with.
+        sel = SimpleNamespace()
+        sel.floor_dc = floor_dc = Signal(data.ArrayLayout(17, 16))
+        sel.floor_ac = floor_ac = Signal(data.ArrayLayout(17, 16))
+        sel.tsel_dc = tsel_dc = Signal(2)
+        sel.tsel_ac = tsel_ac = Signal(2)
+        cfg = st.cfg
+        dc_comp = Mux(st.is_dc, st.comp, pos.next_comp)
+        m.d.sync += [tsel_dc.eq(cfg.td[dc_comp]), tsel_ac.eq(cfg.ta[st.comp])]
         # A mux tree over four rows at fixed offsets, not a variable index into ``floor``:
         # the same function (10 LUT4 more out of context), but Verilator compiles the index
         # into a 2176-bit shift per clock, which cost the simulated board 2 % (docs/sim-board.md).
-        for sel, floor, base in ((cfg.td[dc_comp], floor_dc, 0), (cfg.ta[comp], floor_ac, 4)):
+        for sel_, floor, base in ((cfg.td[dc_comp], floor_dc, 0),
+                                  (cfg.ta[st.comp], floor_ac, 4)):
             f = [tables.floor[base + t] for t in range(4)]
-            m.d.sync += floor.eq(Mux(sel[1], Mux(sel[0], f[3], f[2]), Mux(sel[0], f[1], f[0])))
+            m.d.sync += floor.eq(Mux(sel_[1], Mux(sel_[0], f[3], f[2]), Mux(sel_[0], f[1], f[0])))
+        return sel
 
-        # ---- Bit window ------------------------------------------------------------------
+    def _bit_window(self, m):
+        """The next bits of the scan, with private copies of their start to cut the fanout at
+        the start of the loop."""
         # ``window`` holds the next bits, the first in the top bit, zeros below the ``nvalid``
         # valid ones.  Its first 16 bits have private copies for the DC and AC comparators and
-        # the fast-table addresses, to cut the fanout at the start of the loop.  Yosys merges
-        # registers whose next value is the same function, so the copies differ from the
-        # window and from each other in polarity or in having a clock enable.
-        window = Signal(_BUF)
-        peek_dc_n = Signal(16)              # inverted
-        peek_ac_n = Signal(16)              # inverted, enabled while scanning
-        peek_ram = Signal(16)               # enabled while scanning
-        nvalid = Signal(7)
-        enough = Signal()                   # nvalid >= _NEED
-        head = self.tokens.payload
-        segment_over = Signal()             # a marker or the end of the data is next in line
+        # the fast-table addresses.  Yosys merges registers whose next value is the same
+        # function, so the copies differ from the window and from each other in polarity or
+        # in having a clock enable.
+        win = SimpleNamespace()
+        win.window = Signal(_BUF)
+        win.peek_dc_n = Signal(16)          # inverted
+        win.peek_ac_n = Signal(16)          # inverted, enabled while scanning
+        win.peek_ram = Signal(16)           # enabled while scanning
+        win.nvalid = Signal(7)
+        win.enough = Signal()               # nvalid >= _NEED
+        win.head = head = self.tokens.payload
+        win.segment_over = segment_over = Signal()  # a marker or the end of the data is next
         m.d.sync += segment_over.eq(self.tokens.valid & (head.kind != TokenKind.DATA))
+        return win
 
-        # ---- The loop: one symbol per clock -------------------------------------------------
+    @staticmethod
+    def _decode_loop(m, tables, st, sel, win):
+        """The one-clock loop that resolves a symbol's length and step; everything else waits
+        in the pipeline."""
         # Per clock: the comparators find the code length (one-hot), the fast tables give
         # every length's entry, the length picks one, and the window shifts by its bit count.
         # The logic is cut into kept LUT-sized pieces (see lutmap) so that it maps as written.
-        go = Signal()
-        runnable = kept(m, go & (enough | segment_over), "runnable")
-        run_dc = kept(m, runnable & is_dc, "run_dc")
-        run_ac = kept(m, runnable & ~is_dc, "run_ac")
+        loop = SimpleNamespace()
+        loop.go = go = Signal()
+        runnable = kept(m, go & (win.enough | win.segment_over), "runnable")
+        run_dc = kept(m, runnable & st.is_dc, "run_dc")
+        run_ac = kept(m, runnable & ~st.is_dc, "run_ac")
 
-        m.d.comb += [tables.fast_dc_table.eq(tsel_dc), tables.fast_ac_table.eq(tsel_ac),
-                     tables.fast_bits.eq(peek_ram)]
+        m.d.comb += [tables.fast_dc_table.eq(sel.tsel_dc), tables.fast_ac_table.eq(sel.tsel_ac),
+                     tables.fast_bits.eq(win.peek_ram)]
+        peek_dc_n, peek_ac_n, floor_dc, floor_ac = (win.peek_dc_n, win.peek_ac_n, sel.floor_dc,
+                                                    sel.floor_ac)
         hit_dc = [Const(0)] + [peek_dc_n[16 - l:] >= floor_dc[l - 1][:l + 1] for l in range(1, 17)]
         hit_ac = [Const(0)] + [peek_ac_n[16 - l:] >= floor_ac[l - 1][:l + 1] for l in range(1, 17)]
         # The code's length, one-hot (the thermometer's first 1); all zero when not running.
         oh_dc = kept(m, Cat(*[run_dc & hit_dc[l] & ~hit_dc[l - 1] for l in range(1, 17)]), "oh_dc")
         oh_ac = kept(m, Cat(*[run_ac & hit_ac[l] & ~hit_ac[l - 1] for l in range(1, 17)]), "oh_ac")
-        run = Signal()                      # a symbol was decoded (or found slow) this clock
+        loop.oh_dc, loop.oh_ac = oh_dc, oh_ac
+        loop.run = run = Signal()           # a symbol was decoded (or found slow) this clock
         m.d.comb += run.eq(runnable)
 
         # Per length, in parallel with the comparators: the entries, and where an AC symbol of
@@ -229,7 +312,7 @@ class HuffmanDecoder(wiring.Component):
         entries = data.ArrayLayout(FastEntry, 16)
         ent_dc = kept(m, tables.fast_dc, "ent_dc", entries)
         ent_ac = kept(m, tables.fast_ac, "ent_ac", entries)
-        k_sums = [k + e.run + e.adv for e in ent_ac]
+        k_sums = [st.k + e.run + e.adv for e in ent_ac]
         done_ac = kept(m, Cat(*[e.eob | ks[6] for e, ks in zip(ent_ac, k_sums)]), "block_done")
         k_next_ac = data.View(data.ArrayLayout(6, 16), kept(m, Cat(*[
             Mux(done_ac[l] | ~e.adv, 0, ks[:6]) for l, (e, ks) in enumerate(zip(ent_ac, k_sums))]),
@@ -241,75 +324,96 @@ class HuffmanDecoder(wiring.Component):
         steps_ac = [Cat(e.total, e.adv, k_next_ac[l], done_ac[l]) for l, e in enumerate(ent_ac)]
         chosen = data.View(_Step, select(m, [(oh_dc[l], steps_dc[l]) for l in range(16)]
                                          + [(oh_ac[l], steps_ac[l]) for l in range(16)], "step"))
-        total, adv, k_next, block_done = (chosen.total, chosen.adv, chosen.k_next,
-                                          chosen.block_done)
+        loop.total, loop.adv, loop.k_next, loop.block_done = (chosen.total, chosen.adv,
+                                                              chosen.k_next, chosen.block_done)
         matched = any_of(m, list(oh_dc) + list(oh_ac), "matched")
-        slow = Signal()
-        m.d.comb += slow.eq(matched & ~adv)
+        loop.slow = slow = Signal()
+        m.d.comb += slow.eq(matched & ~loop.adv)
+        return loop
 
-        with m.If(adv):
-            m.d.sync += [k.eq(k_next), is_dc.eq(block_done)]
-        with m.If(block_done):
-            with m.If(last_blk):
-                m.d.sync += blk.eq(0)
+    @staticmethod
+    def _advance_position(m, st, pos, loop, ctl):
+        """The loop's step moves the scan on: next coefficient, block, component, MCU, and
+        the restart or end check at an interval's or the scan's end."""
+        with m.If(loop.adv):
+            m.d.sync += [st.k.eq(loop.k_next), st.is_dc.eq(loop.block_done)]
+        with m.If(loop.block_done):
+            with m.If(pos.last_blk):
+                m.d.sync += st.blk.eq(0)
             with m.Else():
-                m.d.sync += blk.eq(blk + 1)
-            m.d.sync += comp.eq(next_comp)
-            with m.If(mcu_end):
-                m.d.sync += [mcus_left.eq(mcus_left - 1), in_interval.eq(in_interval + 1)]
-            with m.If(ends_scan):
-                m.d.sync += phase.eq(2)
-                setf("decoding", 0)
-            with m.Elif(ends_interval):
-                m.d.sync += phase.eq(1)
-                setf("decoding", 0)
-        with m.If(slow):
-            setf("slow_wait", 1)
-        setf("fresh", 0)
+                m.d.sync += st.blk.eq(st.blk + 1)
+            m.d.sync += st.comp.eq(pos.next_comp)
+            with m.If(pos.mcu_end):
+                m.d.sync += [st.mcus_left.eq(st.mcus_left - 1),
+                             st.in_interval.eq(st.in_interval + 1)]
+            with m.If(pos.ends_scan):
+                m.d.sync += st.phase.eq(2)
+                ctl.setf("decoding", 0)
+            with m.Elif(pos.ends_interval):
+                m.d.sync += st.phase.eq(1)
+                ctl.setf("decoding", 0)
+        with m.If(loop.slow):
+            ctl.setf("slow_wait", 1)
+        ctl.setf("fresh", 0)
 
-        # The record of this clock's symbol.
-        m.d.sync += rec_valid.eq(run)
-        m.d.sync += [rec.kind.eq(Mux(slow, _Kind.SLOW, _Kind.SYMBOL)),
-                     rec.onehot.eq(oh_dc | oh_ac),
-                     rec.window.eq(window[_BUF - _WIN:]),
-                     rec.table.eq(Mux(is_dc, Cat(tsel_dc, Const(0, 1)), Cat(tsel_ac, Const(1, 1)))),
-                     rec.k.eq(k), rec.is_dc.eq(is_dc), rec.comp.eq(comp), rec.avail.eq(nvalid),
+    def _record(self, m, st, sel, win, loop):
+        """The record of this clock's symbol: all that the pipeline needs to finish it."""
+        rec, is_dc, head = st.rec, st.is_dc, win.head
+        m.d.sync += st.rec_valid.eq(loop.run)
+        m.d.sync += [rec.kind.eq(Mux(loop.slow, _Kind.SLOW, _Kind.SYMBOL)),
+                     rec.onehot.eq(loop.oh_dc | loop.oh_ac),
+                     rec.window.eq(win.window[_BUF - _WIN:]),
+                     rec.table.eq(Mux(is_dc, Cat(sel.tsel_dc, Const(0, 1)),
+                                      Cat(sel.tsel_ac, Const(1, 1)))),
+                     rec.k.eq(st.k), rec.is_dc.eq(is_dc), rec.comp.eq(st.comp),
+                     rec.avail.eq(win.nvalid),
                      rec.rst_ahead.eq(head.kind == TokenKind.RESTART)]
 
-        # The window: refill one byte below the valid bits (emptied first when fresh), then
-        # shift out the symbol.  No clock enable and no reset, which would each cost a LUT.
+    def _shift_window(self, m, st, win, loop, hs):
+        """Refill one byte below the valid bits (emptied first when fresh), then shift out the
+        symbol; returns whether a token is taken (the boundary checks may take one too)."""
+        # No clock enable and no reset, which would each cost a LUT.
+        head, nvalid, window = win.head, win.nvalid, win.window
         take_token = Signal()
         refill = Signal()
-        m.d.comb += refill.eq(decoding & self.tokens.valid & (head.kind == TokenKind.DATA)
+        m.d.comb += refill.eq(st.decoding & self.tokens.valid & (head.kind == TokenKind.DATA)
                               & (nvalid <= _BUF - 8))
         filled = Signal(_BUF)
-        m.d.comb += filled.eq(Mux(fresh, 0, window)
+        m.d.comb += filled.eq(Mux(st.fresh, 0, window)
                               | Mux(refill, Cat(Const(0, _BUF - 8), head.value) >> nvalid[:6], 0))
-        shifted = shift_left(m, filled, total, "window")
-        m.d.sync += [window.eq(shifted), peek_dc_n.eq(~shifted[_BUF - 16:])]
-        with m.If(scanning):
-            m.d.sync += [peek_ac_n.eq(~shifted[_BUF - 16:]), peek_ram.eq(shifted[_BUF - 16:])]
+        shifted = shift_left(m, filled, loop.total, "window")
+        m.d.sync += [window.eq(shifted), win.peek_dc_n.eq(~shifted[_BUF - 16:])]
+        with m.If(hs.scanning):
+            m.d.sync += [win.peek_ac_n.eq(~shifted[_BUF - 16:]),
+                         win.peek_ram.eq(shifted[_BUF - 16:])]
         m.d.comb += take_token.eq(refill)
         # nvalid + refill - total, and whether that is still enough, from the early operands:
         # only ``total`` is late.
         room = Signal(signed(8))
         m.d.comb += room.eq(nvalid + Mux(refill, 8, 0) - _NEED)
-        m.d.sync += [nvalid.eq(nvalid + Mux(refill, 8, 0) - total), enough.eq(total <= room)]
+        m.d.sync += [nvalid.eq(nvalid + Mux(refill, 8, 0) - loop.total),
+                     win.enough.eq(loop.total <= room)]
+        return take_token
 
-        def restart_window():
-            m.d.sync += [nvalid.eq(0), enough.eq(0)]
-            setf("fresh", 1)
-            setf("decoding", 1)
+    @staticmethod
+    def _restart_window(m, win, ctl):
+        """An empty window and a running loop: at a scan's start and after a restart marker."""
+        m.d.sync += [win.nvalid.eq(0), win.enough.eq(0)]
+        ctl.setf("fresh", 1)
+        ctl.setf("decoding", 1)
 
-        # ---- Segment boundaries: restart markers and the end of the scan -------------------
-        checking = scanning & (phase == 1) | scanning & (phase == 2)
+    def _boundary_checks(self, m, st, win, ctl, take_token, hs):
+        """At a restart interval's or the scan's end: the next token must be the right RSTn or
+        the end of the scan, and no data may be left over."""
+        phase, rec, head = st.phase, st.rec, win.head
+        checking = hs.scanning & (phase == 1) | hs.scanning & (phase == 2)
 
         def verdict(status, marker=0):
-            m.d.sync += [rec_valid.eq(1), rec.kind.eq(_Kind.FINAL), rec.status.eq(status),
+            m.d.sync += [st.rec_valid.eq(1), rec.kind.eq(_Kind.FINAL), rec.status.eq(status),
                          rec.marker.eq(marker), phase.eq(3)]
 
         with m.If(checking):
-            with m.If(nvalid >= 8):
+            with m.If(win.nvalid >= 8):
                 verdict(S.EXCESS_ENTROPY_DATA)
             with m.Elif(self.tokens.valid):
                 with m.Switch(head.kind):
@@ -318,12 +422,12 @@ class HuffmanDecoder(wiring.Component):
                     with m.Case(TokenKind.EOF):
                         verdict(S.TRUNCATED)
                     with m.Case(TokenKind.RESTART):
-                        with m.If((phase == 1) & (head.value[:3] == rst_next)):
+                        with m.If((phase == 1) & (head.value[:3] == st.rst_next)):
                             m.d.comb += take_token.eq(1)
-                            m.d.sync += [rec_valid.eq(1), rec.kind.eq(_Kind.RESTART),
-                                         phase.eq(0), in_interval.eq(0),
-                                         rst_next.eq(rst_next + 1)]
-                            restart_window()
+                            m.d.sync += [st.rec_valid.eq(1), rec.kind.eq(_Kind.RESTART),
+                                         phase.eq(0), st.in_interval.eq(0),
+                                         st.rst_next.eq(st.rst_next + 1)]
+                            self._restart_window(m, win, ctl)
                         with m.Else():
                             verdict(S.BAD_RESTART)
                     with m.Case(TokenKind.END):
@@ -332,60 +436,74 @@ class HuffmanDecoder(wiring.Component):
                             verdict(S.OK, head.value)
                         with m.Else():
                             verdict(S.BAD_RESTART)
-        m.d.comb += self.tokens.ready.eq(take_token)
 
-        # ---- Pipeline 1: code length, code and magnitude bits; read VALPTR - MINCODE --------
-        r1 = Signal(_Record)
-        r1_valid = Signal()
-        r1_len = Signal(5)                  # 0: no code matched
-        r1_code = Signal(16)
-        r1_after = Signal(11)               # the bits after the code, first in the top bit
+    @staticmethod
+    def _pipeline_code(m, tables, st):
+        """Pipeline 1: code length, code and magnitude bits; read VALPTR - MINCODE."""
+        rec = st.rec
+        r1 = SimpleNamespace()
+        r1.rec = Signal(_Record, name="r1")
+        r1.valid = Signal(name="r1_valid")
+        r1.len = Signal(5, name="r1_len")            # 0: no code matched
+        r1.code = Signal(16, name="r1_code")
+        r1.after = Signal(11, name="r1_after")       # the bits after the code, first in the top bit
         length = _or_tree([Mux(rec.onehot[l - 1], l, 0) for l in range(1, 17)])
         m.d.comb += [tables.valoff_addr.eq(Cat((length - 1)[:4], rec.table))]
-        m.d.sync += [r1.eq(rec), r1_valid.eq(rec_valid), r1_len.eq(length),
-                     r1_code.eq(_or_tree([Mux(rec.onehot[l - 1], rec.window[_WIN - l:], 0)
-                                             for l in range(1, 17)])),
-                     r1_after.eq(_or_tree([Mux(rec.onehot[l - 1],
-                                                  rec.window[_WIN - l - 11:_WIN - l], 0)
-                                              for l in range(1, 17)]))]
+        m.d.sync += [r1.rec.eq(rec), r1.valid.eq(st.rec_valid), r1.len.eq(length),
+                     r1.code.eq(_or_tree([Mux(rec.onehot[l - 1], rec.window[_WIN - l:], 0)
+                                          for l in range(1, 17)])),
+                     r1.after.eq(_or_tree([Mux(rec.onehot[l - 1],
+                                               rec.window[_WIN - l - 11:_WIN - l], 0)
+                                           for l in range(1, 17)]))]
+        return r1
 
-        # ---- Pipeline 2: read the symbol ------------------------------------------------------
-        r2 = Signal(_Record)
-        r2_valid = Signal()
-        r2_len = Signal(5)
-        r2_after = Signal(11)
-        r2_code = Signal(4)                 # the code's low bits (a slow symbol's patch address)
-        m.d.comb += tables.symbol_addr.eq(Cat((r1_code + tables.valoff)[:8], r1.table))
-        m.d.sync += [r2.eq(r1), r2_valid.eq(r1_valid), r2_len.eq(r1_len), r2_after.eq(r1_after),
-                     r2_code.eq(r1_code[:4])]
+    @staticmethod
+    def _pipeline_symbol(m, tables, r1):
+        """Pipeline 2: read the symbol."""
+        r2 = SimpleNamespace()
+        r2.rec = Signal(_Record, name="r2")
+        r2.valid = Signal(name="r2_valid")
+        r2.len = Signal(5, name="r2_len")
+        r2.after = Signal(11, name="r2_after")
+        r2.code = Signal(4, name="r2_code")     # the code's low bits (a slow entry's address)
+        m.d.comb += tables.symbol_addr.eq(Cat((r1.code + tables.valoff)[:8], r1.rec.table))
+        m.d.sync += [r2.rec.eq(r1.rec), r2.valid.eq(r1.valid), r2.len.eq(r1.len),
+                     r2.after.eq(r1.after), r2.code.eq(r1.code[:4])]
+        return r2
 
-        # ---- Pipeline 3: checks (the golden model's order), value, what to emit -------------
+    @staticmethod
+    def _pipeline_checks(m, tables, r2):
+        """Pipeline 3: the symbol's checks in the golden model's order, its value, and what
+        it emits; returns the register, the check module (pipeline 4 adds to it) and the
+        decoded symbol."""
+        rec = r2.rec
+        sym = SimpleNamespace()
         symbol = tables.symbol
-        size = symbol[0:4]
-        srun = symbol[4:8]
-        dc = r2.is_dc
+        sym.size = size = symbol[0:4]
+        sym.srun = srun = symbol[4:8]
+        sym.dc = dc = rec.is_dc
         bad_category = Mux(dc, symbol > 11, size > 10)
         zrl = ~dc & (size == 0) & (srun == 15)
-        eob = ~dc & (size == 0) & (srun != 15)
-        position = r2.k + srun
-        too_many = ~dc & ((zrl & (r2.k + 16 > 64)) | (~zrl & ~eob & (position > 63)))
-        trunc = Mux(r2.rst_ahead, S.BAD_RESTART, S.TRUNCATED)
+        sym.eob = eob = ~dc & (size == 0) & (srun != 15)
+        position = rec.k + srun
+        too_many = ~dc & ((zrl & (rec.k + 16 > 64)) | (~zrl & ~eob & (position > 63)))
+        trunc = Mux(rec.rst_ahead, S.BAD_RESTART, S.TRUNCATED)
         # (Combinational logic of its own, see lutmap: it keeps the simulator fast.)
         m.submodules.check = chk = Module()
         status = Signal(8)
-        with chk.If(r2_len == 0):
+        with chk.If(r2.len == 0):
             chk.d.comb += status.eq(S.BAD_HUFFMAN_CODE)
-        with chk.Elif(r2_len > r2.avail):
+        with chk.Elif(r2.len > rec.avail):
             chk.d.comb += status.eq(trunc)
         with chk.Elif(too_many):
             chk.d.comb += status.eq(S.TOO_MANY_COEFFICIENTS)
         with chk.Elif(bad_category):
             chk.d.comb += status.eq(S.BAD_COEFFICIENT)
-        with chk.Elif(r2_len + size > r2.avail):
+        with chk.Elif(r2.len + size > rec.avail):
             chk.d.comb += status.eq(trunc)
         unused_bits = Signal(4)
         magnitude = Signal(11)
-        chk.d.comb += [unused_bits.eq(11 - size), magnitude.eq(r2_after >> unused_bits)]
+        chk.d.comb += [unused_bits.eq(11 - size), magnitude.eq(r2.after >> unused_bits)]
         value = Signal(signed(17))
         with chk.If(size == 0):
             chk.d.comb += value.eq(0)
@@ -394,81 +512,92 @@ class HuffmanDecoder(wiring.Component):
         with chk.Else():
             chk.d.comb += value.eq(magnitude - (Const(1, 17) << size) + 1)
 
-        r3 = Signal(data.StructLayout({"kind": 2, "status": 8, "marker": 8, "comp": 2,
-                                       "is_dc": 1, "emits": 1, "beat": CoefficientLayout}))
-        r3_valid = Signal()
-        m.d.sync += [r3_valid.eq(r2_valid), r3.kind.eq(r2.kind), r3.comp.eq(r2.comp),
-                     r3.is_dc.eq(dc), r3.marker.eq(r2.marker),
-                     r3.status.eq(Mux(r2.kind == _Kind.FINAL, r2.status, status)),
-                     r3.beat.component.eq(r2.comp), r3.beat.value.eq(value[:16]),
-                     r3.beat.zz.eq(0), r3.beat.write.eq(0), r3.beat.end.eq(0), r3.emits.eq(1)]
+        r3 = SimpleNamespace()
+        r3.rec = Signal(data.StructLayout({"kind": 2, "status": 8, "marker": 8, "comp": 2,
+                                           "is_dc": 1, "emits": 1, "beat": CoefficientLayout}),
+                        name="r3")
+        r3.valid = Signal(name="r3_valid")
+        out = r3.rec
+        m.d.sync += [r3.valid.eq(r2.valid), out.kind.eq(rec.kind), out.comp.eq(rec.comp),
+                     out.is_dc.eq(dc), out.marker.eq(rec.marker),
+                     out.status.eq(Mux(rec.kind == _Kind.FINAL, rec.status, status)),
+                     out.beat.component.eq(rec.comp), out.beat.value.eq(value[:16]),
+                     out.beat.zz.eq(0), out.beat.write.eq(0), out.beat.end.eq(0),
+                     out.emits.eq(1)]
         with m.If(dc):
-            m.d.sync += r3.beat.write.eq(1)
+            m.d.sync += out.beat.write.eq(1)
         with m.Elif(eob):
-            m.d.sync += [r3.beat.value.eq(0), r3.beat.end.eq(1)]
+            m.d.sync += [out.beat.value.eq(0), out.beat.end.eq(1)]
         with m.Elif(zrl):
-            m.d.sync += [r3.beat.value.eq(0), r3.beat.end.eq(r2.k + 16 == 64),
-                         r3.emits.eq(r2.k + 16 == 64)]
+            m.d.sync += [out.beat.value.eq(0), out.beat.end.eq(rec.k + 16 == 64),
+                         out.emits.eq(rec.k + 16 == 64)]
         with m.Else():
-            m.d.sync += [r3.beat.zz.eq(position[:6]), r3.beat.write.eq(1),
-                         r3.beat.end.eq(position == 63)]
-        # A slow symbol's fast-table entry is patched in; the loop decodes the symbol again
-        # with it, and in that same clock the slow entry goes back (the other codes at that
-        # place need it from the next clock on).
-        with m.If(scanning & r2_valid & (r2.kind == _Kind.SLOW)):
-            m.d.sync += [patch_write.eq(1), patch.ac.eq(~dc), patch.table.eq(r2.table[:2]),
-                         patch.length.eq(r2_len), patch.code.eq(r2_code),
-                         patch.entry.total.eq(r2_len + size), patch.entry.run.eq(Mux(dc, 0, srun)),
-                         patch.entry.eob.eq(eob), patch.entry.adv.eq(1)]
+            m.d.sync += [out.beat.zz.eq(position[:6]), out.beat.write.eq(1),
+                         out.beat.end.eq(position == 63)]
+        return r3, chk, sym
+
+    @staticmethod
+    def _patch_slow_entry(m, tables, st, r2, sym, loop, ctl, hs):
+        """A slow symbol's fast-table entry is patched in for one use, so that codes longer
+        than the fast tables cover cost a few clocks instead of a bigger table."""
+        # The loop decodes the symbol again with it, and in that same clock the slow entry
+        # goes back (the other codes at that place need it from the next clock on).
+        patch, patch_write, patched = st.patch, st.patch_write, st.patched
+        dc = sym.dc
+        with m.If(hs.scanning & r2.valid & (r2.rec.kind == _Kind.SLOW)):
+            m.d.sync += [patch_write.eq(1), patch.ac.eq(~dc), patch.table.eq(r2.rec.table[:2]),
+                         patch.length.eq(r2.len), patch.code.eq(r2.code),
+                         patch.entry.total.eq(r2.len + sym.size),
+                         patch.entry.run.eq(Mux(dc, 0, sym.srun)),
+                         patch.entry.eob.eq(sym.eob), patch.entry.adv.eq(1)]
         restore = Signal()
-        m.d.comb += [restore.eq(patched & (run | ~scanning)),
+        m.d.comb += [restore.eq(patched & (loop.run | ~hs.scanning)),
                      tables.patch.eq(patch), tables.patch_en.eq(patch_write | restore),
-                     patching.eq(patch_write | patched)]
+                     hs.patching.eq(patch_write | patched)]
         with m.If(restore):
             m.d.comb += tables.patch.entry.eq(0)
             m.d.sync += patched.eq(0)
         with m.If(patch_write):
             m.d.sync += [patch_write.eq(0), patched.eq(1)]
-            setf("slow_wait", 0)
+            ctl.setf("slow_wait", 0)
 
-        # ---- Pipeline 4: DC prediction, output, verdicts ---------------------------------------
-        pred_new = (preds[r3.comp] + r3.beat.value)[:16]
+    def _pipeline_output(self, m, fifo, st, r3, chk, ctl, hs):
+        """Pipeline 4: DC prediction, output, verdicts."""
+        preds, out = st.preds, r3.rec
+        pred_new = (preds[out.comp] + out.beat.value)[:16]
         beat = Signal(CoefficientLayout)
-        chk.d.comb += [beat.eq(r3.beat), fifo.w_data.eq(beat)]
-        with chk.If(r3.is_dc):
+        chk.d.comb += [beat.eq(out.beat), fifo.w_data.eq(beat)]
+        with chk.If(out.is_dc):
             chk.d.comb += beat.value.eq(pred_new)
-        with m.If(scanning & r3_valid):
-            with m.Switch(r3.kind):
+        with m.If(hs.scanning & r3.valid):
+            with m.Switch(out.kind):
                 with m.Case(_Kind.SYMBOL):
-                    with m.If(r3.status != 0):
-                        finish(r3.status)
+                    with m.If(out.status != 0):
+                        ctl.finish(out.status)
                     with m.Else():
                         m.d.sync += self.symbols_decoded.eq(self.symbols_decoded + 1)
-                        m.d.comb += fifo.w_en.eq(r3.emits)
-                        with m.If(r3.is_dc):
-                            m.d.sync += preds[r3.comp].eq(pred_new)
+                        m.d.comb += fifo.w_en.eq(out.emits)
+                        with m.If(out.is_dc):
+                            m.d.sync += preds[out.comp].eq(pred_new)
                 with m.Case(_Kind.RESTART):
                     m.d.sync += [pr.eq(0) for pr in preds]
                 with m.Case(_Kind.FINAL):
-                    finish(r3.status, r3.marker)
+                    ctl.finish(out.status, out.marker)
 
-        # A new scan starts afresh (last, so that it wins over the loop's own updates).
+    def _start_scan(self, m, tables, st, win, ctl, hs, pipes):
+        """A new scan starts afresh (last, so that it wins over the loop's own updates)."""
         with m.If(self.scan.valid & self.scan.ready):
             p = self.scan.payload
-            restart_window()
-            m.d.sync += [cfg.eq(p), scanning.eq(1), comp.eq(0),
-                         blk.eq(0), k.eq(0), is_dc.eq(1), mcus_left.eq(p.mcus),
-                         in_interval.eq(0), rst_next.eq(0), phase.eq(0)]
-            setf("slow_wait", 0)
+            self._restart_window(m, win, ctl)
+            m.d.sync += [st.cfg.eq(p), hs.scanning.eq(1), st.comp.eq(0),
+                         st.blk.eq(0), st.k.eq(0), st.is_dc.eq(1), st.mcus_left.eq(p.mcus),
+                         st.in_interval.eq(0), st.rst_next.eq(0), st.phase.eq(0)]
+            ctl.setf("slow_wait", 0)
             # h * v of 2-bit factors, as shifts and an add (a '*' would take a DSP block).
-            m.d.sync += [blocks_here[c].eq(Mux(p.v[c][0], p.h[c], 0) + Mux(p.v[c][1], p.h[c] << 1, 0))
+            m.d.sync += [st.blocks_here[c].eq(Mux(p.v[c][0], p.h[c], 0)
+                                              + Mux(p.v[c][1], p.h[c] << 1, 0))
                          for c in range(MAX_COMPONENTS)]
-            m.d.sync += [pr.eq(0) for pr in preds]
-            m.d.sync += [rec_valid.eq(0), r1_valid.eq(0), r2_valid.eq(0), r3_valid.eq(0)]
+            m.d.sync += [pr.eq(0) for pr in st.preds]
+            m.d.sync += [st.rec_valid.eq(0)] + [r.valid.eq(0) for r in pipes]
             with m.If(tables.error):
-                finish(S.BAD_TABLE)
-
-        m.d.sync += [flag.eq(nxt[name]) for name, flag in flags.items()]
-        m.d.sync += go.eq(nxt["decoding"] & ~nxt["fresh"] & ~nxt["slow_wait"]
-                          & (fifo.level <= _FIFO - _INFLIGHT))   # room for all in flight
-        return m
+                ctl.finish(S.BAD_TABLE)
