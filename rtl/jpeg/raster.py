@@ -14,12 +14,14 @@ the "near" chroma word, clock B the "far" chroma word (the neighbouring chroma l
 fancy upsampling blends in).  For 2x horizontal chroma the group needs half a chroma word plus
 one neighbour on each side; reading the chroma word one ahead on odd groups supplies the right
 neighbour without a second read.  Arithmetic and edge rules follow libjpeg-turbo's jdsample.c
-(model: ``sim/jpeg_upsample.py``); colour conversion is ``ycc_rgb.ycc_to_rgb``.
+(model: ``sim/models/jpeg_upsample.py``); colour conversion is ``ycc_rgb.ycc_to_rgb``.
 
 Throughput: 4 pixels per clock within a line, a couple of clocks between lines; the writer
 takes one block row per clock.  The writer stalls only when it would overwrite a slot the
 reader still needs (it may run at most one MCU row ahead).
 """
+
+from types import SimpleNamespace
 
 from amaranth import Module, Signal, Mux, Cat, Const, signed, unsigned
 from amaranth.lib import wiring, stream, data
@@ -55,7 +57,16 @@ def _samples(word, n=_GROUP):
     return [word[8 * k:8 * k + 8] for k in range(n)]
 
 
+#: The control token that travels with each memory read.
+_Tok = data.StructLayout({"valid": 1, "phase": 1, "j": 11, "lower": 1, "count": 4, "last": 1})
+
+
 class Raster(wiring.Component):
+    """The last step of a JPEG core: blocks come out of the IDCT in scan order but a frame
+    buffer or the host wants pixels in raster order, upsampled and in RGB, so this reorders
+    them through MCU-row buffers and does libjpeg-turbo's upsampling and colour conversion
+    on the way out."""
+
     def __init__(self, max_width=DEFAULT_MAX_WIDTH):
         if max_width % 16 or max_width <= 0:
             self._MustUse__silence = True
@@ -71,16 +82,40 @@ class Raster(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cb_ = self.col_bits
-        cols = 1 << cb_
+        mem = self._line_buffers(m)
+        img = self._image_parameters(m)
+        prog = self._frame_intake(m, img)
+        w = self._writer(m, mem, img, prog)
 
+        # Reader: line by line, one 8-pixel group per 2 clocks, through a pipeline whose
+        # every stage moves on ``advance``.
+        fifo, advance = self._group_fifo(m)
+        rd = self._reader_position(m, img, prog)
+        near_far = self._chroma_lines(m, img, rd)
+        tok0 = self._read_lines(m, mem, img, prog, rd, near_far, advance)
+        tok1, tok2, words = self._fetch_words(m, mem, advance, tok0)
+        tok3, y3, cols = self._chroma_columns(m, img, advance, tok2, words)
+        tok4, y4, up4 = self._upsample_chroma(m, img, advance, tok3, y3, cols)
+        toks = self._colour(m, img, fifo, advance, tok4, y4, up4)
+        self._output_beats(m, fifo)
+
+        self._finish_image(m, img, prog, w, rd, fifo, [tok0, tok1, tok2, tok3, tok4, *toks])
+        return m
+
+    def _line_buffers(self, m):
+        """MCU-row slots, one memory per component: luma in two slots of up to 16 lines,
+        chroma in three slots of 8 (fancy upsampling needs the rows above and below)."""
+        cols = 1 << self.col_bits
         m.submodules.luma = luma = Memory(shape=64, depth=2 * 16 * cols, init=[])
         m.submodules.cb = cbm = Memory(shape=64, depth=3 * 8 * cols, init=[])
         m.submodules.cr = crm = Memory(shape=64, depth=3 * 8 * cols, init=[])
         lw, cbw, crw = (mem.write_port(granularity=8) for mem in (luma, cbm, crm))
         lr, cbr, crr = luma.read_port(), cbm.read_port(), crm.read_port()
+        return SimpleNamespace(lw=lw, cbw=cbw, crw=crw, lr=lr, cbr=cbr, crr=crr)
 
-        # ---- Image parameters, fixed for the image ----------------------------------------
+    def _image_parameters(self, m):
+        """Image parameters, fixed for the image and derived once as the frame is taken, so
+        that no per-clock path starts at them."""
         f = Signal(FrameLayout)
         fast = Signal()
         active = Signal()
@@ -99,7 +134,6 @@ class Raster(wiring.Component):
         ls = Signal(2)                  # log2 of the luma and chroma block sizes
         cs = Signal(2)
         clast = Signal(3)               # the last chroma line of an MCU row
-        # Derived once per image, as the frame is taken, so no per-clock path starts at them.
         nf = self.frame.payload.frame
         n_gray = nf.components == 1
         n_hh = Mux(n_gray, 1, nf.h)
@@ -120,18 +154,32 @@ class Raster(wiring.Component):
                 vf.eq(~n_gray & n_vu & ~n_fast & ~(n_hu & (n_cw <= 2))),
                 lpr.eq(Mux(n_vv == 2, 2, 1) << n_ls),
             ]
+        return SimpleNamespace(f=f, fast=fast, active=active, gray=gray, hh=hh, vv=vv,
+                               nwords=nwords, cw=cw, ch=ch, hu=hu, vu=vu, hf=hf, vf=vf,
+                               lpr=lpr, ls=ls, cs=cs, clast=clast)
 
+    def _frame_intake(self, m, img):
+        """One image at a time: the frame is taken while idle, and the writer's and reader's
+        progress is counted in MCU rows so that neither overruns the other."""
         rows_written = Signal(15)
         rows_read = Signal(15)
         writer_done = Signal()
         reader_done = Signal()
         out_idle = Signal()
-        m.d.comb += [self.frame.ready.eq(~active), self.busy.eq(active)]
+        m.d.comb += [self.frame.ready.eq(~img.active), self.busy.eq(img.active)]
         with m.If(self.frame.valid & self.frame.ready):
-            m.d.sync += [f.eq(self.frame.payload.frame), fast.eq(self.frame.payload.fast),
-                         active.eq(1)]
+            m.d.sync += [img.f.eq(self.frame.payload.frame), img.fast.eq(self.frame.payload.fast),
+                         img.active.eq(1)]
+        return SimpleNamespace(rows_written=rows_written, rows_read=rows_read,
+                               writer_done=writer_done, reader_done=reader_done,
+                               out_idle=out_idle)
 
-        # ---- Writer: block rows into the slots ------------------------------------------------
+    def _writer(self, m, mem, img, prog):
+        """Block rows into the slots, one a clock, in scan order; it may run one MCU row
+        ahead of the reader."""
+        cb_ = self.col_bits
+        f, ls, cs, hh, vv = img.f, img.ls, img.cs, img.hh, img.vv
+        lw, cbw, crw = mem.lw, mem.cbw, mem.crw
         w_r = Signal(3)
         w_bx = Signal(1)
         w_by = Signal(1)
@@ -139,9 +187,9 @@ class Raster(wiring.Component):
         w_mcu = Signal(10)
         w_row = Signal(15)
         w_slot3 = Signal(2)
-        m.d.comb += writer_done.eq(w_row == f.mcuy)
-        room = w_row < rows_read + 2
-        m.d.comb += self.blocks.ready.eq(active & ~writer_done & room)
+        m.d.comb += prog.writer_done.eq(w_row == f.mcuy)
+        room = w_row < prog.rows_read + 2
+        m.d.comb += self.blocks.ready.eq(img.active & ~prog.writer_done & room)
         # A block row of ``size`` samples lands at sample ``x`` of its line: word x / 8, its
         # bytes from x mod 8 on (scaled blocks share words; 8x8 blocks fill whole ones).
         luma_block = w_comp == 0
@@ -173,16 +221,25 @@ class Raster(wiring.Component):
                 with m.Else():
                     m.d.sync += [w_bx.eq(0), w_by.eq(0), w_comp.eq(0), w_mcu.eq(w_mcu + 1)]
                     with m.If(w_mcu + 1 == f.mcux):
-                        m.d.sync += [w_mcu.eq(0), w_row.eq(w_row + 1), rows_written.eq(w_row + 1),
+                        m.d.sync += [w_mcu.eq(0), w_row.eq(w_row + 1),
+                                     prog.rows_written.eq(w_row + 1),
                                      w_slot3.eq(Mux(w_slot3 == 2, 0, w_slot3 + 1))]
+        return SimpleNamespace(w_row=w_row, w_slot3=w_slot3)
 
-        # ---- Reader: line by line, one 8-pixel group per 2 clocks ---------------------------
+    @staticmethod
+    def _group_fifo(m):
+        """The reader's pipeline runs only while the output FIFO has room for every group in
+        flight, so that it never needs to stall stage by stage."""
         fifo_depth = 10
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=_GroupLayout.size, depth=fifo_depth)
         # Registered (it enables every stage): one clock late, so it leaves one more slot.
         advance = Signal()
         m.d.sync += advance.eq(fifo.level <= fifo_depth - 7)
+        return fifo, advance
 
+    @staticmethod
+    def _reader_position(m, img, prog):
+        """Where the reader is: MCU row, line, image line and group."""
         rk = Signal(15)                 # MCU row being read
         ry = Signal(5)                  # line within it
         gy = Signal(16)                 # line within the image
@@ -191,10 +248,17 @@ class Raster(wiring.Component):
         slot3 = Signal(2)               # rk mod 3
         running = Signal()              # issuing the groups of a line
         setup = Signal()                # the line's parameters are in their registers
-        m.d.comb += reader_done.eq(gy == f.height)
+        m.d.comb += prog.reader_done.eq(gy == img.f.height)
+        return SimpleNamespace(rk=rk, ry=ry, gy=gy, rj=rj, phase=phase, slot3=slot3,
+                               running=running, setup=setup)
 
+    @staticmethod
+    def _chroma_lines(m, img, rd):
+        """Which chroma lines an output line needs: the near one, and the far one vertical
+        fancy upsampling blends in (at an MCU row's edge, in the slot above or below)."""
+        vu, vf, clast, ry, slot3 = img.vu, img.vf, img.clast, rd.ry, rd.slot3
         c_r_line = Mux(vu, ry >> 1, ry)[:3]         # chroma line within the MCU row
-        big_r = Mux(vu, gy >> 1, gy)                # chroma line within the image
+        big_r = Mux(vu, rd.gy >> 1, rd.gy)          # chroma line within the image
         c_lower = ry[0] & vu
         slot_prev = Mux(slot3 == 0, 2, slot3 - 1)
         slot_next = Mux(slot3 == 2, 0, slot3 + 1)
@@ -206,17 +270,29 @@ class Raster(wiring.Component):
         with m.Elif(~c_lower):
             with m.If(c_r_line != 0):
                 m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line - 1)]
-            with m.Elif(rk != 0):
+            with m.Elif(rd.rk != 0):
                 m.d.comb += [c_far_slot.eq(slot_prev), c_far_line.eq(clast)]
             with m.Else():
                 m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(0)]
         with m.Else():
-            with m.If(big_r + 1 >= ch):
+            with m.If(big_r + 1 >= img.ch):
                 m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line)]
             with m.Elif(c_r_line != clast):
                 m.d.comb += [c_far_slot.eq(slot3), c_far_line.eq(c_r_line + 1)]
             with m.Else():
                 m.d.comb += [c_far_slot.eq(slot_next), c_far_line.eq(0), c_needs_next.eq(1)]
+        return SimpleNamespace(c_r_line=c_r_line, c_lower=c_lower, slot_next=slot_next,
+                               c_far_slot=c_far_slot, c_far_line=c_far_line,
+                               c_needs_next=c_needs_next)
+
+    def _read_lines(self, m, mem, img, prog, rd, near_far, advance):
+        """Issue the memory reads of each line, two a group, once the rows it needs are
+        written; returns the token that goes with each read."""
+        cb_ = self.col_bits
+        f, lr, cbr, crr = img.f, mem.lr, mem.cbr, mem.crr
+        rk, ry, gy, rj, phase, slot3 = rd.rk, rd.ry, rd.gy, rd.rj, rd.phase, rd.slot3
+        running, setup = rd.running, rd.setup
+        rows_written = prog.rows_written
         # The line's parameters, registered in the clock before the line starts.
         r_line = Signal(3)
         lower = Signal()
@@ -227,12 +303,9 @@ class Raster(wiring.Component):
         line_ready = Signal()
         m.d.comb += line_ready.eq((rows_written > rk) & (~needs_next | (rows_written > rk + 1)))
 
-        chroma_col = Mux(hu, (rj + 1) >> 1, rj)[:cb_]
-        last_group = rj + 1 == nwords
-        # The control token that travels with each memory read.
-        Tok = data.StructLayout({"valid": 1, "phase": 1, "j": 11, "lower": 1, "count": 4,
-                                 "last": 1})
-        tok0 = Signal(Tok)
+        chroma_col = Mux(img.hu, (rj + 1) >> 1, rj)[:cb_]
+        last_group = rj + 1 == img.nwords
+        tok0 = Signal(_Tok)
         remaining = (f.width - Cat(Const(0, 3), rj))[:16]
         m.d.comb += [
             lr.addr.eq(Cat(rj[:cb_], ry[:4], rk[0])),
@@ -243,6 +316,7 @@ class Raster(wiring.Component):
             tok0.count.eq(Mux(remaining >= 8, 8, remaining)),
             tok0.last.eq(last_group & last_line),
         ]
+        active, reader_done = img.active, prog.reader_done
         with m.If(advance):
             with m.If(running):
                 m.d.sync += phase.eq(~phase)
@@ -251,23 +325,31 @@ class Raster(wiring.Component):
                     with m.If(last_group):
                         m.d.sync += [running.eq(0), setup.eq(0), rj.eq(0), gy.eq(gy + 1),
                                      ry.eq(ry + 1)]
-                        with m.If((ry + 1 == lpr) | last_line):
-                            m.d.sync += [ry.eq(0), rk.eq(rk + 1), rows_read.eq(rk + 1),
-                                         slot3.eq(slot_next)]
+                        with m.If((ry + 1 == img.lpr) | last_line):
+                            m.d.sync += [ry.eq(0), rk.eq(rk + 1), prog.rows_read.eq(rk + 1),
+                                         slot3.eq(near_far.slot_next)]
             with m.Elif(active & ~reader_done & ~setup):
-                m.d.sync += [setup.eq(1), r_line.eq(c_r_line), lower.eq(c_lower),
-                             far_slot.eq(c_far_slot), far_line.eq(c_far_line),
-                             needs_next.eq(c_needs_next), last_line.eq(gy + 1 == f.height)]
+                m.d.sync += [setup.eq(1), r_line.eq(near_far.c_r_line),
+                             lower.eq(near_far.c_lower), far_slot.eq(near_far.c_far_slot),
+                             far_line.eq(near_far.c_far_line),
+                             needs_next.eq(near_far.c_needs_next),
+                             last_line.eq(gy + 1 == f.height)]
             with m.Elif(active & ~reader_done & line_ready):
                 m.d.sync += [running.eq(1), phase.eq(0), rj.eq(0)]
+        return tok0
 
+    @staticmethod
+    def _fetch_words(m, mem, advance, tok0):
+        """S1, S2: the luma and near chroma words of clock A are held until the far chroma
+        words of clock B arrive, then a group's words move on together."""
+        lr, cbr, crr = mem.lr, mem.cbr, mem.crr
         # ---- S1: memory data with its token ------------------------------------------------
-        tok1 = Signal(Tok)
+        tok1 = Signal(_Tok)
         hold_y = Signal(64)
         hold_cb = Signal(64)
         hold_cr = Signal(64)
         # ---- S2: one group's words ---------------------------------------------------------
-        tok2 = Signal(Tok)
+        tok2 = Signal(_Tok)
         y2 = Signal(64)
         near2 = [Signal(64, name="near2_cb"), Signal(64, name="near2_cr")]
         far2 = [Signal(64, name="far2_cb"), Signal(64, name="far2_cr")]
@@ -279,9 +361,15 @@ class Raster(wiring.Component):
             with m.If(tok1.valid & tok1.phase):
                 m.d.sync += [y2.eq(hold_y), near2[0].eq(hold_cb), near2[1].eq(hold_cr),
                              far2[0].eq(cbr.data), far2[1].eq(crr.data)]
+        return tok1, tok2, SimpleNamespace(y2=y2, near2=near2, far2=far2)
 
-        # ---- S3: column sums, and the chroma window for 2x horizontal ------------------------
-        tok3 = Signal(Tok)
+    @staticmethod
+    def _chroma_columns(m, img, advance, tok2, words):
+        """S3: column sums (the vertical blend), and for 2x horizontal the half word of chroma
+        this group needs with a neighbour on each side."""
+        vf, hu = img.vf, img.hu
+        near2, far2 = words.near2, words.far2
+        tok3 = Signal(_Tok)
         y3 = Signal(64)
         cur = [[Signal(10, name=f"cur{c}_{k}") for k in range(8)] for c in range(2)]
         prev = [[Signal(10, name=f"prev{c}_{k}") for k in range(8)] for c in range(2)]
@@ -290,7 +378,7 @@ class Raster(wiring.Component):
         right3 = [Signal(10, name=f"right3_{c}") for c in range(2)]
         j2 = tok2.j
         with m.If(advance):
-            m.d.sync += [tok3.eq(tok2), y3.eq(y2)]
+            m.d.sync += [tok3.eq(tok2), y3.eq(words.y2)]
             with m.If(tok2.valid):
                 for c in range(2):
                     near = _samples(near2[c])
@@ -312,9 +400,14 @@ class Raster(wiring.Component):
                     with m.Else():
                         m.d.sync += [base3[c][k].eq(cur[c][k]) for k in range(8)]
                         m.d.sync += [left3[c].eq(prev[c][7]), right3[c].eq(cur[c][4])]
+        return tok3, y3, SimpleNamespace(base3=base3, left3=left3, right3=right3)
 
-        # ---- S4: upsampled chroma per pixel ------------------------------------------------
-        tok4 = Signal(Tok)
+    @staticmethod
+    def _upsample_chroma(m, img, advance, tok3, y3, cols):
+        """S4: upsampled chroma per pixel, with jdsample.c's rounding and edge rules."""
+        vf, hu, hf = img.vf, img.hu, img.hf
+        base3, left3, right3 = cols.base3, cols.left3, cols.right3
+        tok4 = Signal(_Tok)
         y4 = Signal(64)
         up4 = [[Signal(8, name=f"up4_{c}_{k}") for k in range(8)] for c in range(2)]
         bias_v = Mux(tok3.lower, 2, 1)
@@ -327,7 +420,7 @@ class Raster(wiring.Component):
                 for p in range(4):
                     i = Cat(Const(p, 2), tok3.j)                  # chroma column
                     lft = Mux(i == 0, q[p], left3[c] if p == 0 else q[p - 1])
-                    rgt = Mux(i + 1 >= cw, q[p], right3[c] if p == 3 else q[p + 1])
+                    rgt = Mux(i + 1 >= img.cw, q[p], right3[c] if p == 3 else q[p + 1])
                     triple = (q[p] << 1) + q[p]                   # not a multiplier
                     even = ((triple + lft + bias_even) >> 4)[:8]
                     odd = ((triple + rgt + bias_odd) >> 4)[:8]
@@ -338,9 +431,13 @@ class Raster(wiring.Component):
                     with m.If(~hu):
                         m.d.sync += up4[c][k].eq(Mux(vf, (base3[c][k] + bias_v) >> 2,
                                                      base3[c][k] >> 2)[:8])
+        return tok4, y4, up4
 
-        # ---- S5, S6, S7: colour (partial products, offsets, sums and clamps) -----------------
-        tok5 = Signal(Tok)
+    @staticmethod
+    def _colour(m, img, fifo, advance, tok4, y4, up4):
+        """S5, S6, S7: colour conversion (partial products, offsets, sums and clamps), three
+        stages so that no multiplier is needed; the group then goes into the FIFO."""
+        tok5 = Signal(_Tok)
         y5 = Signal(64)
         parts5 = [[Signal(PARTIAL_SHAPE, name=f"part5_{k}_{n}") for n in range(8)]
                   for k in range(_GROUP)]
@@ -349,7 +446,7 @@ class Raster(wiring.Component):
             for k in range(_GROUP):
                 m.d.sync += [p.eq(v) for p, v in zip(parts5[k],
                                                        chroma_partials(up4[0][k], up4[1][k]))]
-        tok6 = Signal(Tok)
+        tok6 = Signal(_Tok)
         y6 = Signal(64)
         offsets6 = [[Signal(signed(10), name=f"off6_{k}_{c}") for c in range(3)]
                     for k in range(_GROUP)]
@@ -357,19 +454,21 @@ class Raster(wiring.Component):
             m.d.sync += [tok6.eq(tok5), y6.eq(y5)]
             for k in range(_GROUP):
                 m.d.sync += [o.eq(v) for o, v in zip(offsets6[k], chroma_offsets(parts5[k]))]
-        tok7 = Signal(Tok)
+        tok7 = Signal(_Tok)
         rgb7 = Signal(data.ArrayLayout(RgbLayout, _GROUP))
         with m.If(advance):
             m.d.sync += tok7.eq(tok6)
             for k, y in enumerate(_samples(y6)):
                 for c in range(3):
-                    m.d.sync += rgb7[k][c].eq(Mux(gray, y, clamp_u8(y + offsets6[k][c])))
+                    m.d.sync += rgb7[k][c].eq(Mux(img.gray, y, clamp_u8(y + offsets6[k][c])))
         group_in = Signal(_GroupLayout)
         m.d.comb += [group_in.rgb.eq(rgb7), group_in.count.eq(tok7.count),
                      group_in.last.eq(tok7.last),
                      fifo.w_data.eq(group_in), fifo.w_en.eq(advance & tok7.valid)]
+        return [tok5, tok6, tok7]
 
-        # ---- Output: each group as one or two beats of 4 ------------------------------------
+    def _output_beats(self, m, fifo):
+        """Each group of 8 as one or two beats of 4: the core's output width."""
         group_out = Signal(_GroupLayout)
         second = Signal()
         m.d.comb += group_out.eq(fifo.r_data)
@@ -388,11 +487,14 @@ class Raster(wiring.Component):
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += second.eq(~final_beat)
 
-        # ---- Finished: every pixel has left -------------------------------------------------
-        pipeline_empty = ~(tok0.valid | tok1.valid | tok2.valid | tok3.valid | tok4.valid
-                           | tok5.valid | tok6.valid | tok7.valid)
-        m.d.comb += out_idle.eq(pipeline_empty & ~fifo.r_rdy & (fifo.level == 0))
-        with m.If(active & writer_done & reader_done & out_idle):
-            m.d.sync += [active.eq(0), w_row.eq(0), rows_written.eq(0), rows_read.eq(0),
-                         w_slot3.eq(0), rk.eq(0), ry.eq(0), gy.eq(0), slot3.eq(0), setup.eq(0)]
-        return m
+    @staticmethod
+    def _finish_image(m, img, prog, w, rd, fifo, toks):
+        """The image is finished when every pixel has left: only then may the next frame
+        reuse the slots."""
+        pipeline_empty = ~(toks[0].valid | toks[1].valid | toks[2].valid | toks[3].valid
+                           | toks[4].valid | toks[5].valid | toks[6].valid | toks[7].valid)
+        m.d.comb += prog.out_idle.eq(pipeline_empty & ~fifo.r_rdy & (fifo.level == 0))
+        with m.If(img.active & prog.writer_done & prog.reader_done & prog.out_idle):
+            m.d.sync += [img.active.eq(0), w.w_row.eq(0), prog.rows_written.eq(0),
+                         prog.rows_read.eq(0), w.w_slot3.eq(0), rd.rk.eq(0), rd.ry.eq(0),
+                         rd.gy.eq(0), rd.slot3.eq(0), rd.setup.eq(0)]
