@@ -19,6 +19,9 @@ __all__ = ["PllSettings", "ecp5_pll", "ice40_pll", "SystemClock"]
 
 @dataclass(frozen=True)
 class PllSettings:
+    """A solved PLL configuration with the frequency it really reaches, so that the UART divisor
+    and the build's reports use that frequency, not the one asked for."""
+
     family: str
     fin_hz: float
     fout_hz: float

@@ -20,6 +20,9 @@ __all__ = ["BoardPreset", "BOARDS", "board_preset"]
 
 @dataclass(frozen=True)
 class BoardPreset:
+    """What one board gets built with (device, clock, and which parts of the accelerator fit),
+    in one place, so that building or programming a board needs only its name."""
+
     name: str
     platform: type
     device: str                     # the FPGA, as its vendor names it

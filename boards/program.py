@@ -23,6 +23,9 @@ _NO_BOARD = ("unable to open ftdi device", "failed to claim cable", "jtag init f
 
 
 class ProgramError(RuntimeError):
+    """Programming a board failed, with a message that says what to do about it (install the
+    tool, plug in the board, build the bitstream) for the CLI to show instead of a traceback."""
+
     pass
 
 

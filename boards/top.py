@@ -52,6 +52,9 @@ def pll_settings(preset, platform):
 
 
 class BoardTop(Elaboratable):
+    """Everything a physical board needs around the accelerator (PLL, reset, LEDs, the UART
+    pins), so that the accelerator itself stays board-independent and the same as in simulation."""
+
     def __init__(self, preset, platform):
         self.preset = preset
         try:

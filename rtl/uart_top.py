@@ -18,6 +18,9 @@ __all__ = ["UartAccelerator"]
 
 
 class UartAccelerator(wiring.Component):
+    """The accelerator as a two-pin device: the UART link and the accelerator top in one
+    component, so that board tops and the simulated UART board run the same bit-level path."""
+
     rx: In(1, init=1)
     tx: Out(1, init=1)
     got: Out(1)                     # a byte arrived from the host this cycle

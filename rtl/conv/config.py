@@ -13,6 +13,9 @@ __all__ = ["EngineConfig", "parse_engine"]
 
 @dataclass(frozen=True)
 class EngineConfig:
+    """The engine's sizes in one place, so that the gateware generator and the host's tiling
+    planner build and plan for the same engine (a device reports them in its registers)."""
+
     rows: int = 8
     cols: int = 8
     simd: int = 8

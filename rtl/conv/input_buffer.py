@@ -26,6 +26,10 @@ def vector_layout(cfg):
 
 
 class InputBuffer(wiring.Component):
+    """The engine's store of input operands: double-buffered so that the loader writes the next
+    tile's inputs while the array reads this one's, and banked so that a whole link word goes in
+    each clock while the walker reads any one vector."""
+
     def __init__(self, cfg=EngineConfig()):
         self.cfg = cfg
         self.vectors_per_word = cfg.link_bytes // cfg.vector_bytes

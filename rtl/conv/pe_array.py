@@ -49,6 +49,9 @@ def result_layout(cfg):
 
 
 class PeArray(wiring.Component):
+    """The engine's arithmetic, which the rest of the engine exists to keep busy: one element of
+    a dot product enters every clock and the array never stalls."""
+
     def __init__(self, cfg=EngineConfig()):
         self.cfg = cfg
         vector = data.ArrayLayout(signed(cfg.operand_bits), cfg.simd)

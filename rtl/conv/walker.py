@@ -78,6 +78,10 @@ def _field_width(name):
 
 
 class Walker(wiring.Component):
+    """Turns a tile descriptor into the element sequence the array consumes (input address or
+    pad, weight word), one element a clock from adders alone, so that the address path never
+    holds the array up."""
+
     def __init__(self, cfg=EngineConfig()):
         self.cfg = cfg
         super().__init__({

@@ -20,6 +20,9 @@ __all__ = ["WeightBanks"]
 
 
 class WeightBanks(wiring.Component):
+    """The engine's weight store: a bank per PE so that every PE gets its own weight vector each
+    clock, in two halves so that the next tile's weights load while this one computes."""
+
     def __init__(self, cfg=EngineConfig()):
         self.cfg = cfg
         vector = data.ArrayLayout(signed(cfg.operand_bits), cfg.simd)

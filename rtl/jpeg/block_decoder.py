@@ -22,6 +22,9 @@ __all__ = ["BlockDecoder"]
 
 
 class BlockDecoder(wiring.Component):
+    """The scan-decoding half of a JPEG core as one component, so that the core can reset it
+    between files and it can be generated and tested on its own (``dlforge gen blocks``)."""
+
     def __init__(self, samples_per_clock=8, reduced=False):
         self.samples_per_clock = samples_per_clock
         self.reduced = reduced

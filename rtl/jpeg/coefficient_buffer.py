@@ -22,6 +22,10 @@ DqtLayout = data.StructLayout({"byte": 8, "last": 1})
 
 
 class CoefficientBuffer(wiring.Component):
+    """Bridges the Huffman decoder, which writes only the coefficients it decodes in zigzag
+    order, and the IDCT, which wants whole blocks in natural order with their quantisation
+    values, without clocks spent clearing blocks."""
+
     def __init__(self, lanes=1):
         if lanes not in (1, 2, 4, 8):
             self._MustUse__silence = True

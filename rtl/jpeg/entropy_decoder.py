@@ -16,6 +16,10 @@ __all__ = ["EntropyDecoder"]
 
 
 class EntropyDecoder(wiring.Component):
+    """The scan's bytes as they come (stuffing and restart markers included) in, coefficients
+    out: the unstuffer and the Huffman decoder as one block, for the block decoder and for
+    generating and testing them together (``dlforge gen entropy``)."""
+
     i: In(stream.Signature(ByteLayout))
     dht: In(stream.Signature(DhtLayout))
     scan: In(stream.Signature(ScanLayout))

@@ -32,6 +32,9 @@ DATA_BITS = 24 * PIXELS_PER_BEAT
 
 
 class OutputKind(IntEnum):
+    """Tells the three kinds of beat of a core's output packet apart, the same values for the
+    gateware that sends them and the host that parses them."""
+
     HEADER = 0
     PIXELS = 1
     TRAILER = 2
@@ -96,6 +99,9 @@ def input_beats(file_bytes, tag=0, fast=False, input_bytes=1, tag_bits=8, cores=
 
 @dataclass
 class DecodedImage:
+    """One file's result as the host sees it, parsed from a core's output packet
+    (:func:`parse_output`): what tests and the host compare with the golden model."""
+
     tag: int
     width: int
     height: int

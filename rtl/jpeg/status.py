@@ -12,6 +12,9 @@ __all__ = ["JpegStatus", "FRAME_TYPE_STATUS"]
 
 
 class JpegStatus(IntEnum):
+    """How a file went, in one byte with the same value in the gateware, the golden model and
+    the host, so that the host can tell a file to send to the CPU fallback from a broken one."""
+
     OK = 0x00
 
     # Valid JPEG, outside what the hardware decodes.

@@ -16,6 +16,9 @@ __all__ = ["TokenKind", "TokenLayout", "ByteLayout", "Unstuffer"]
 
 
 class TokenKind(IntEnum):
+    """What the unstuffer passes on besides data bytes: the scan's segment boundaries, which the
+    Huffman decoder must check in the golden model's order."""
+
     DATA = 0
     RESTART = 1      # value: n of RSTn
     END = 2          # value: the marker code that ended the scan
@@ -27,6 +30,9 @@ ByteLayout = data.StructLayout({"byte": 8, "last": 1})
 
 
 class Unstuffer(wiring.Component):
+    """Takes the byte-level syntax (FF stuffing, fill bytes, markers) out of the scan before
+    Huffman decoding, so that the decoder's one-clock loop sees only data bits and tokens."""
+
     i: In(stream.Signature(ByteLayout))
     o: Out(stream.Signature(TokenLayout))
     restart: In(1)          # forget the state of the previous scan

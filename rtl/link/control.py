@@ -32,6 +32,9 @@ MAX_READ = 64           # registers per READ_REGS
 
 
 class LinkControl(wiring.Component):
+    """Answers what every device must answer whatever it carries (ping, registers, refusals), so
+    that the host always gets a reply and the data path sees only checked frames meant for it."""
+
     def __init__(self, data_opcodes=(), max_payload=MAX_PAYLOAD, link_bytes=1):
         self.data_opcodes = tuple(int(op) for op in data_opcodes)
         self.max_payload, self.link_bytes = max_payload, link_bytes

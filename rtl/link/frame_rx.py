@@ -46,6 +46,10 @@ def header_fields(window):
 
 
 class FrameReceiver(wiring.Component):
+    """Makes the link safe to act on: only frames whose CRC matched reach the device, and after
+    any damage the receiver finds the next frame by itself, so that a noisy link costs a resend,
+    never a wrong result or a hang."""
+
     def __init__(self, max_payload=MAX_PAYLOAD, link_bytes=1):
         if max_payload < 1 or max_payload & (max_payload - 1) or link_bytes not in LINK_WIDTHS \
                 or max_payload < link_bytes:

@@ -37,6 +37,9 @@ def tail_mask(m, length, link_bytes, name="tail_mask"):
 
 
 class FrameSender(wiring.Component):
+    """Puts the device's replies in the link's frame format (header, CRCs, padding) as they are
+    produced, so that sending a reply needs no buffer here."""
+
     def __init__(self, link_bytes=1):
         if link_bytes not in LINK_WIDTHS:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning

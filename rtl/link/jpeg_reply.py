@@ -46,6 +46,9 @@ TAG_BITS = 16
 
 
 class JpegReplier(wiring.Component):
+    """Turns one core's output packet into reply frames, buffering whole frames so that the link
+    the cores share never waits on a core that is still decoding."""
+
     def __init__(self, max_payload=MAX_PAYLOAD, link_bytes=1):
         if max_payload % link_bytes:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning

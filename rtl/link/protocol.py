@@ -149,6 +149,9 @@ class Opcode(enum.IntEnum):
 
 
 class Register(enum.IntEnum):
+    """The register numbers of ``READ_REGS``/``WRITE_REG``, shared by gateware and host: how the
+    host learns what a device holds (cores, limits, the engine's sizes) and reads its counters."""
+
     VERSION = 0x00          # (major << 16) | minor of the protocol
     CORES = 0x01            # JPEG decoder cores
     MAX_WIDTH = 0x02        # the cores' width and height limits
@@ -216,6 +219,9 @@ VERSION = (0 << 16) | 2
 
 
 class Status(enum.IntEnum):
+    """A response frame's status byte, so that the host knows whether to resend, wait or give
+    up."""
+
     OK = 0x00
     BAD_CRC = 0x01          # the payload's CRC-32 did not match: nothing was done, resend
     BAD_OPCODE = 0x02       # unknown opcode: nothing was done
@@ -323,6 +329,9 @@ def file_requests(tag, data, max_payload=MAX_PAYLOAD, fast=False, link_bytes=1, 
 
 
 class Frame:
+    """One frame as the host sees it (opcode, status, tag, payload, seq): what
+    :class:`FrameDecoder` hands out."""
+
     __slots__ = ("opcode", "status", "tag", "payload", "seq")
 
     def __init__(self, opcode, status, tag, payload, seq=0):

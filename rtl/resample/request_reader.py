@@ -19,6 +19,10 @@ __all__ = ["RequestReader"]
 
 
 class RequestReader(wiring.Component):
+    """A resize request comes from the host inside the file, so it is checked here word by word
+    on its way into the resampler's tables: a bad one is refused instead of making the resampler
+    hang or overrun."""
+
     def __init__(self, resampler: Resampler):
         self.taps = resampler.taps
         self.max_columns, self.max_rows = resampler.max_columns, resampler.max_rows
