@@ -24,11 +24,13 @@ def _run(cores=1, max_width=64, max_height=64, max_payload=256, link_bytes=1, en
     return result.metrics
 
 
+@pytest.mark.verilator
 def test_files_through_the_link_with_back_pressure_and_corruption():
     m = _run(limit=12, ready_prob=0.8, corrupt=0.1, seed=4)
     assert m["files"] == 12 and m["ok"] >= 6 and m["resends"] >= 1
 
 
+@pytest.mark.verilator
 def test_bad_files_between_good_ones_on_two_cores():
     m = _run(cores=2, corpus="mixed", limit=12, seed=5)
     assert m["files"] == 12 and 0 < m["ok"] < 12
@@ -44,6 +46,7 @@ SMALL_ENGINE = {"rows": 2, "cols": 2, "simd": 1, "weight_depth": 64, "input_dept
 
 # Three cores at the default board's width; two at the narrowest and widest (each build of
 # a multi-core top costs minutes of Verilator and gcc, and the third core adds no new path).
+@pytest.mark.verilator
 @pytest.mark.parametrize("link_bytes, cores", [(4, 2), (32, 3), (64, 2)])
 def test_wide_link_several_cores_and_the_engine_with_corruption(link_bytes, cores):
     """W bytes a clock: files of several cores interleaved frame by frame, then layers on the
@@ -59,6 +62,7 @@ def test_wide_link_several_cores_and_the_engine_with_corruption(link_bytes, core
     assert m["gap_refused"] == 1
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("link_bytes", [1, 32])
 def test_the_link_alone(link_bytes):
     """No core and no engine (a board's bring-up build, `dlforge synth link`): pings and
@@ -75,6 +79,7 @@ def test_invalid_parameters():
         AcceleratorTop(cores=-1)
 
 
+@pytest.mark.verilator
 def test_convolution_layers_over_the_link():
     conv = {"rows": 2, "cols": 2, "simd": 1, "weight_depth": 64, "input_depth": 256,
             "psum_depth": 32, "link_bytes": 16}
@@ -92,6 +97,7 @@ def _conv(top, conv, name, extra):
     assert result.metrics["layers"] == 2 and result.metrics["tiles"] > 2
 
 
+@pytest.mark.verilator
 def test_a_gated_engine_clock_only_where_there_is_an_engine():
     """The simulator's gated engine clock adds its two ports only to a top with an engine."""
     from dlforge.rtl.conv.config import EngineConfig

@@ -448,6 +448,7 @@ def test_the_reset_register_resets_the_engine():
     assert seen["array"] == 2 | 2 << 8 | 1 << 16 | 8 << 24
 
 
+@pytest.mark.verilator
 def test_wide_export_with_cores_and_engine_under_cocotbext_axi():
     """The export at a PCIe width (256-bit streams) with two decoder cores and the engine,
     driven by cocotbext-axi's AXI4-Stream source/sink (random pauses on both) and AXI4-Lite

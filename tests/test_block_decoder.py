@@ -7,6 +7,7 @@ from dlforge.rtl.jpeg.block_decoder import BlockDecoder
 from dlforge.sim.tools.runner import run_cocotb
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("samples_per_clock", [8])
 def test_quick_corpus_blocks(samples_per_clock):
     result = run_cocotb(BlockDecoder(samples_per_clock), name=f"blocks_p{samples_per_clock}",

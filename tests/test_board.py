@@ -9,7 +9,6 @@ import threading
 
 import numpy as np
 import pytest
-import simplejpeg
 import skimage.data
 from PIL import Image
 
@@ -24,6 +23,8 @@ from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.board.build import DEFAULTS
 from dlforge.sim.board.process import SimBoard
 from dlforge.host.conv.random_layer import expected_output, random_tensors
+
+import libjpeg_c
 
 pytestmark = [pytest.mark.xdist_group("sim_board"), pytest.mark.slow]
 
@@ -64,8 +65,8 @@ def _check(files, results, want=None, fast=False):
         assert [r.status for r in results] == want, [(r.status, r.error) for r in results]
     for data, r in zip(files, results):
         if r.status in ("ok", "fallback"):
-            ref = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False,
-                                         fastupsample=fast)
+            # libjpeg-turbo's C build: the fallback files are simplejpeg's
+            ref = libjpeg_c.decode(data, "fast" if fast else "fancy")
             assert r.pixels.shape == ref.shape and (r.pixels == ref).all(), r.index
 
 
@@ -74,8 +75,7 @@ def _check_recovered_or_reported(files, results):
     assert [r.index for r in results] == list(range(len(files)))
     for data, r in zip(files, results):
         if r.status == "ok":
-            ref = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False,
-                                         fastupsample=False)
+            ref = libjpeg_c.decode(data)
             assert (r.pixels == ref).all(), f"file {r.index} came back wrong"
         else:
             assert r.status == "error" and r.error, r
@@ -143,8 +143,7 @@ def test_crop_and_resize_on_the_cores(board):
     for job, reply in zip(jobs, replies):
         if reply.status.name != "OK":
             continue
-        full = simplejpeg.decode_jpeg(job[1], colorspace="RGB", fastdct=False,
-                                      fastupsample=False)
+        full = libjpeg_c.decode(job[1])
         want = job[4].apply(full) if len(job) > 4 else full
         assert np.array_equal(reply.pixels, want), job[0]
     after = board.counters()
@@ -227,9 +226,8 @@ def test_faults_on_the_serial_path_are_recovered_or_reported():
             results = list(service.decode(files))
             board = service.device
             resubmitted = board.resubmissions
-            damaged = board.link.bad_headers + board.link.bad_payloads
     assert sim.stats["corrupted"] + sim.stats["dropped"] > 0
-    assert resubmitted > 0 and damaged >= 0
+    assert resubmitted > 0
     _check_recovered_or_reported(files, results)
     assert sum(r.status == "ok" for r in results) >= 7
 

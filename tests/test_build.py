@@ -9,7 +9,8 @@ import pytest
 from dlforge.boards.build import BuildFailed, build_board, toolchain_env
 from dlforge.gen.cli import main
 
-pytestmark = pytest.mark.slow
+# A bitstream per test (the iCEBreaker one shared): minutes each with the YoWASP tools.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 KEYS = {"bitstream", "target_mhz", "fmax_mhz", "meets_timing", "luts", "ffs", "bram", "dsp"}
 

@@ -45,6 +45,7 @@ def test_unknown_block_is_rejected():
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
+@pytest.mark.verilator
 def test_sim_prints_table_and_json(tmp_path):
     env = dict(os.environ)
     result = subprocess.run([*DLFORGE, "sim", "idct", "--samples-per-clock", "8", "--blocks", "100",
@@ -67,18 +68,27 @@ def test_sim_on_icarus(tmp_path):
     assert json.loads(result.stdout)[0]["sim"] == "icarus"
 
 
+@pytest.mark.verilator
 def test_bench_prints_json_with_its_configuration():
-    result = subprocess.run([*DLFORGE, "bench", "idct", "--samples-per-clock", "4"],
-                            capture_output=True, text=True)
+    """``--json``: stdout is the one JSON object; the progress asked for goes to stderr."""
+    result = subprocess.run([*DLFORGE, "bench", "idct", "--samples-per-clock", "4", "--json"],
+                            capture_output=True, text=True,
+                            env=dict(os.environ, DLFORGE_PROGRESS="1"))
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["passed"] and report["testcase"] == "full_rate"
     assert report["parameters"] == {"samples_per_clock": 4}
     assert report["cycles_per_block"] == 16 and report["samples_per_clock"] == 4
+    assert "bit-exact" in report["checked"]
+    progress = [line for line in result.stderr.splitlines()
+                if line.startswith("[dlforge bench idct")]
+    assert any("simulating (idct.full_rate)" in line for line in progress)
+    assert progress[-1].endswith("] done") and "[dlforge" not in result.stdout
 
 
+@pytest.mark.verilator
 def test_bench_entropy_on_two_photos():
-    result = subprocess.run([*DLFORGE, "bench", "entropy", "--limit", "2"],
+    result = subprocess.run([*DLFORGE, "bench", "entropy", "--limit", "2", "--json"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -86,6 +96,7 @@ def test_bench_entropy_on_two_photos():
     assert report["symbols_per_clock_min"] > 0.99
 
 
+@pytest.mark.verilator
 @pytest.mark.xdist_group("sim_board")       # the default simulated board
 def test_decode_json_and_npy(tmp_path):
     """`dlforge decode`: one .npy per decoded file, JSON with every file, exit 1 on an error."""
@@ -115,6 +126,7 @@ def test_decode_json_and_npy(tmp_path):
     assert cpu.returncode == 0 and "ok" in cpu.stdout
 
 
+@pytest.mark.verilator
 def test_bench_jpeg_on_files(tmp_path):
     """`dlforge bench jpeg FILE...`: per-file pixels/clock and cycles/symbol, medians per
     layout, and the configuration, as JSON."""
@@ -123,14 +135,17 @@ def test_bench_jpeg_on_files(tmp_path):
     for f in [f for f in jpeg_corpus.baseline_corpus("quick") if "100x75" in f.name][:2]:
         paths.append(tmp_path / f"{f.name}.jpg")
         paths[-1].write_bytes(f.data)
-    result = subprocess.run([*DLFORGE, "bench", "jpeg", "--max-width", "512", *map(str, paths)],
-                            capture_output=True, text=True)
+    result = subprocess.run([*DLFORGE, "bench", "jpeg", "--max-width", "512", "--json",
+                             *map(str, paths)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["parameters"]["max_width"] == 512 and report["files"] == 2
     assert set(report["pixels_per_clock_median"]) == {"420", "444"}
+    # the timed run checked every file against the golden model
+    assert report["passed"] and "bit-exact" in report["checked"]
     for row in report["per_file"]:
         assert row["pixels_per_clock"] > 0.5 and row["cycles_per_symbol"] >= 1
+        assert row["bit_exact"] is True
 
 
 def _conv_files(tmp_path):
@@ -147,6 +162,7 @@ def _conv_files(tmp_path):
     return args
 
 
+@pytest.mark.verilator
 @pytest.mark.xdist_group("sim_board")       # the default simulated board
 def test_conv_sim_and_cpu_agree(tmp_path, capsys):
     """The default simulated board (the build the suite shares) and the golden model."""
@@ -173,6 +189,7 @@ def test_conv_engine_parameters_are_for_the_simulated_board(tmp_path, capsys):
     assert not (tmp_path / "y.npy").exists()
 
 
+@pytest.mark.verilator
 @pytest.mark.xdist_group("sim_board")       # the default simulated board
 def test_conv_refusal_is_a_clear_error(tmp_path, capsys):
     args = _conv_files(tmp_path)
@@ -191,12 +208,14 @@ def test_gen_conv_writes_verilog_and_manifest(tmp_path):
     assert (tmp_path / f"{manifest['top']}.v").read_text().startswith("/*")
 
 
+@pytest.mark.verilator
 def test_bench_resample_over_the_factors_its_taps_allow():
     """`dlforge bench resample --taps 9`: the whole image shrunk by 1, 1.5, 2, 3 and 4 (6 and
     8 need 13 and 17 taps), every output checked against the model, pixels per clock each:
     near the four a clock of its four lanes."""
     result = subprocess.run([*DLFORGE, "bench", "resample", "--taps", "9", "--max-columns",
-                             "128", "--max-rows", "128"], capture_output=True, text=True)
+                             "128", "--max-rows", "128", "--json"], capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     jobs = report["jobs"]

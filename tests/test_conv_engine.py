@@ -40,6 +40,7 @@ RANDOM_LAYERS = [
 ]
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("shape", [(2, 2, 1), (4, 4, 4)])
 def test_random_layers_bit_exact(shape):
     rows, cols, simd = shape
@@ -50,6 +51,7 @@ def test_random_layers_bit_exact(shape):
     assert all(row["tiles"] >= 1 for row in m["layers"])
 
 
+@pytest.mark.verilator
 def test_8x8x8_two_channel_blocks_and_slices():
     """The default engine (the ResNet-18 benchmark's build): layers with more output channels
     than PEs, several input-channel slices, the stem's shape in small."""
@@ -73,6 +75,7 @@ def test_icarus_subset():
     assert len(m["layers"]) == 3
 
 
+@pytest.mark.verilator
 def test_16bit_operands():
     m = _run({"rows": 2, "cols": 2, "simd": 2, "operand_bits": 16, "weight_depth": 64,
               "input_depth": 256, "psum_depth": 32, "link_bytes": 16},

@@ -15,6 +15,7 @@ def regress(sim=None, limit=1000):
     return result.metrics
 
 
+@pytest.mark.verilator
 def test_quick_corpus():
     metrics = regress()
     assert metrics["files"] >= 50

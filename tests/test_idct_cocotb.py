@@ -22,12 +22,14 @@ def regress(samples_per_clock, blocks, sim=None, seed=1):
     return m
 
 
+@pytest.mark.verilator
 @pytest.mark.slow
 @pytest.mark.parametrize("samples_per_clock", [1, 8])
 def test_10k_blocks(samples_per_clock):
     regress(samples_per_clock, blocks=10_000, seed=samples_per_clock)
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("samples_per_clock", [2, 4])
 def test_other_widths(samples_per_clock):
     regress(samples_per_clock, blocks=2000, seed=samples_per_clock)

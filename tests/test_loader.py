@@ -3,19 +3,19 @@ independent decode + resize, batching, sharding, shuffling, errors, buffer reuse
 lifetime and the progress bar."""
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-import simplejpeg
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from dlforge.host.jpeg import loader as loader_module
 from dlforge.host.jpeg.decode_service import DecoderService
 from dlforge.host.jpeg.loader import Batch, DecodeFailed, JpegBatches, loader, resize_image
 
+import libjpeg_c
 from jpeg_files import encode, photo
 
 
@@ -63,18 +63,31 @@ def _loader_threads():
 
 
 def _reference(path, size, resize):
-    """simplejpeg's decode, then the resize written out here again."""
-    pixels = simplejpeg.decode_jpeg(Path(path).read_bytes(), colorspace="RGB")
-    x = torch.from_numpy(pixels.copy()).permute(2, 0, 1)[None].float()
+    """An independent decode (libjpeg-turbo's C build, not the cpu device's simplejpeg) and an
+    independent resize (Pillow's bilinear, which antialiases as the loader's does, in 8-bit
+    integer arithmetic instead of float32), then the centre crop: (size, size, 3) uint8."""
+    pixels = libjpeg_c.decode(path)
     h, w = pixels.shape[:2]
     if resize == "stretch":
-        out = (size, size)
-    else:
-        out = (size, size * w // h) if h <= w else (size * h // w, size)
-    y = F.interpolate(x, size=out, mode="bilinear", antialias=True, align_corners=False)[0]
-    y = torch.clamp(torch.round(y), 0, 255).to(torch.uint8)
-    top, left = round((out[0] - size) / 2), round((out[1] - size) / 2)
-    return y[:, top:top + size, left:left + size]
+        nh = nw = size
+    else:                   # the shorter side to size, the longer as torchvision's Resize
+        nh, nw = (size, int(size * w / h)) if h <= w else (int(size * h / w), size)
+    image = Image.fromarray(pixels)
+    if (nh, nw) != (h, w):
+        image = image.resize((nw, nh), Image.Resampling.BILINEAR)
+    top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))   # CenterCrop
+    return np.asarray(image)[top:top + size, left:left + size]
+
+
+def _assert_close(image, reference, name):
+    """The loader's float32 resize and Pillow's integer one round apart by at most 1, on a
+    minority of samples (measured: up to 18 %); a wrong size, crop, channel order or decode
+    is far off."""
+    got = image.permute(1, 2, 0).numpy().astype(int) if image.shape[0] == 3 else \
+        image.numpy().astype(int)
+    assert got.shape == reference.shape, (name, got.shape, reference.shape)
+    diff = np.abs(got - reference.astype(int))
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.25, (name, diff.max(), (diff > 0).mean())
 
 
 # ---- the files ---------------------------------------------------------------------------------
@@ -140,7 +153,7 @@ def test_pixels_equal_an_independent_decode_and_resize(tree, resize):
     for batch in ds:
         for image, name, status in zip(batch.images, batch.names, batch.status):
             assert status in ("ok", "fallback")
-            assert torch.equal(image, _reference(name, 64, resize)), name
+            _assert_close(image, _reference(name, 64, resize), name)
             seen += 1
     assert seen == GOOD
 
@@ -149,10 +162,11 @@ def test_resize_image_matches_the_reference_on_odd_crops():
     # 239 x 320 -> 224 x 299: a crop offset of 37.5 (round half to even: 38)
     pixels = _small("astronaut", 320)[:239]
     resized = resize_image(pixels, 224, "shorter-crop")
-    x = torch.from_numpy(pixels.copy()).permute(2, 0, 1)[None].float()
-    y = F.interpolate(x, size=(224, 299), mode="bilinear", antialias=True,
-                      align_corners=False)[0].round().clamp(0, 255).to(torch.uint8)
-    assert torch.equal(resized, y[:, :, 38:262])
+    want = np.asarray(Image.fromarray(pixels).resize((299, 224), Image.Resampling.BILINEAR))
+    _assert_close(resized, want[:, 38:262], "astronaut 239x320")
+    # one column off is far off: the tolerance above does not hide a crop error
+    off = np.abs(resized.permute(1, 2, 0).numpy().astype(int) - want[:, 37:261].astype(int))
+    assert off.max() > 8
     assert resize_image(pixels, None).shape == (3, 239, 320)
 
 
@@ -161,14 +175,13 @@ def test_progressive_and_grey_files_decode(tree):
     for path in files:
         batch = next(iter(JpegBatches([path], 1, size=None, device="cpu", layout="NHWC")))
         assert batch.status[0] in ("ok", "fallback")       # progressive: the host's libjpeg
-        expect = simplejpeg.decode_jpeg(path.read_bytes(), colorspace="RGB")
-        assert np.array_equal(batch.images[0].numpy(), expect)
+        assert np.array_equal(batch.images[0].numpy(), libjpeg_c.decode(path))
 
 
 def test_no_resize_needs_one_shape_per_batch(tree):
     same = [tree / "cat" / "chelsea.jpg"] * 3
     batches = _all(JpegBatches(same, 2, size=None, device="cpu"))
-    expect = simplejpeg.decode_jpeg(same[0].read_bytes(), colorspace="RGB")
+    expect = libjpeg_c.decode(same[0])
     assert [x.shape for x, *_ in batches] == [(2, 3, 300, 451), (1, 3, 300, 451)]
     assert np.array_equal(batches[1][0][0].permute(1, 2, 0).numpy(), expect)
     mixed = [tree / "cat" / "chelsea.jpg", tree / "cup" / "coffee.jpeg"]
@@ -358,11 +371,14 @@ def test_a_shared_service_serves_one_pass_at_a_time(tree):
 
 def test_stats_and_progress(tree, capsys):
     ds = JpegBatches(tree, 4, size=16, device="cpu", progress=True)
+    start = time.perf_counter()
     _all(ds)
+    wall = time.perf_counter() - start
     s = ds.stats
     assert (s["images"], s["batches"], s["error"], s["dropped"]) == (GOOD, 3, 1, 0)
     assert s["ok"] + s["fallback"] == GOOD and s["device_cycles"] == 0
-    assert s["host_cpu_s"] > 0 and s["decode_wait_s"] >= 0
+    # seconds, within the loop's own: the consumer waited on the decode for part of it
+    assert 0 < s["host_cpu_s"] and 0 < s["decode_wait_s"] <= wall
     err = capsys.readouterr().err
     assert "10/10" in err and "error=1" in err and "img" in err
 
@@ -374,8 +390,13 @@ def _pillow_decoded(path):
         return image.convert("RGB")
 
 
-@pytest.mark.parametrize("device,size", [("cpu", 224), ("cpu", 64), ("sim:dma", 224),
-                                         ("sim:dma", 64)])
+#: The simulated board over its DMA link: a Verilator build of the default board.
+SIM_BOARD = [pytest.mark.verilator, pytest.mark.xdist_group("sim_board")]
+
+
+@pytest.mark.parametrize("device,size", [("cpu", 224), ("cpu", 64),
+                                         pytest.param("sim:dma", 224, marks=SIM_BOARD),
+                                         pytest.param("sim:dma", 64, marks=SIM_BOARD)])
 def test_eval_transform_equals_torchvision_on_pillow(tree, device, size):
     """``transform="eval"``: ``Resize(256)`` then ``CenterCrop(224)`` (at 64: 73 then 64),
     each image equal to Pillow's decode through torchvision's rules written out here; on
@@ -404,7 +425,7 @@ def test_eval_transform_equals_torchvision_on_pillow(tree, device, size):
             assert np.array_equal(image.numpy(), want), name
 
 
-@pytest.mark.parametrize("device", ["cpu", "sim:dma"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("sim:dma", marks=SIM_BOARD)])
 def test_train_transform_draws_per_file_as_torchvision(tree, device):
     """``transform="train"``: each file's ``RandomResizedCrop`` and flip come from its own
     generator (seed, epoch, name): the same pixels in any order or shard, others next epoch;

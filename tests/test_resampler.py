@@ -104,6 +104,7 @@ def test_one_lane():
         assert np.array_equal(out, crop_resize(image, box, size, pillow=13)), (box, size)
 
 
+@pytest.mark.verilator
 @pytest.mark.slow
 def test_generated_verilog_in_verilator(capsys):
     """``dlforge sim resample``: the cocotb testbench (sim/tb/resample.py) on the generated

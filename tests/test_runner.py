@@ -18,6 +18,7 @@ def narrow(out_lanes=2):
     return Narrow(unsigned(8), 8, out_lanes)
 
 
+@pytest.mark.verilator
 def test_params_reach_testbench_and_build_is_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
     first = run_cocotb(narrow(), name="narrow_8to2", test_module="dlforge.sim.tb.narrow",
@@ -37,6 +38,7 @@ def test_params_reach_testbench_and_build_is_reused(tmp_path, monkeypatch):
     assert len(list((tmp_path / "sim").glob("narrow_8to2-*/.built"))) == 2
 
 
+@pytest.mark.verilator
 def test_failing_testbench_is_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
     result = run_cocotb(narrow(), name="narrow_bad", test_module="dlforge.sim.tb.narrow",
@@ -45,6 +47,7 @@ def test_failing_testbench_is_reported(tmp_path, monkeypatch):
     assert result.failures == 1 and result.failed[0][0] == "order_and_backpressure"
 
 
+@pytest.mark.verilator
 def test_waves_are_written(tmp_path, monkeypatch):
     monkeypatch.setenv("DLFORGE_BUILD_DIR", str(tmp_path))
     result = run_cocotb(narrow(), name="narrow_waves", test_module="dlforge.sim.tb.narrow",
@@ -108,6 +111,7 @@ def test_icarus_evaluates_combinational_blocks_at_time_zero(tmp_path):
     assert "o=5a" in shown
 
 
+@pytest.mark.verilator
 def test_big_designs_compile_their_cpp_at_o0_and_the_choice_is_in_the_hash(tmp_path,
                                                                            monkeypatch):
     monkeypatch.delenv(runner.CXX_OPT_ENV, raising=False)

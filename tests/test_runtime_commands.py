@@ -16,13 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import simplejpeg
 import skimage.data
 from PIL import Image
 
 from dlforge.gen.cli import main
 from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.models.conv_model import conv_layer
+
+import libjpeg_c
 
 pytestmark = [pytest.mark.xdist_group("sim_board"), pytest.mark.slow]
 
@@ -60,8 +61,8 @@ def _files(folder):
 
 
 def _libjpeg(path):
-    return simplejpeg.decode_jpeg(Path(path).read_bytes(), colorspace="RGB", fastdct=False,
-                                  fastupsample=False)
+    """libjpeg-turbo's C build: not simplejpeg, which the cpu device and the fallback run."""
+    return libjpeg_c.decode(path)
 
 
 def _free_port():
@@ -483,6 +484,7 @@ def test_bench_loader_with_a_transform_on_the_cpu(tmp_path, capsys):
     files = _files(tmp_path)
     for transform in ("eval", "train"):
         main(["bench", "loader", "--device", "cpu", "--transform", transform, "--passes", "2",
+              "--json",
               "--batches", "1", str(files["astronaut420"][0]), str(files["coffee444"][0])])
         report = json.loads(capsys.readouterr().out)
         assert report["transform"] == transform and report["images"] == 4
@@ -492,7 +494,7 @@ def test_bench_loader_with_a_transform_on_the_cpu(tmp_path, capsys):
 
 def test_bench_loader_on_the_cpu(tmp_path, capsys):
     files = _files(tmp_path)
-    assert main(["bench", "loader", "--device", "cpu", "--passes", "2", "--batches", "2",
+    assert main(["bench", "loader", "--device", "cpu", "--passes", "2", "--batches", "2", "--json",
                  str(files["astronaut420"][0]), str(files["coffee444"][0])]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["device"] == "cpu" and report["images"] == 8 and report["ok"] == 8

@@ -30,7 +30,7 @@ from dlforge.gen.bench.sim_board import bench_sim_board
 from dlforge.host.link.raw_link import connect
 from dlforge.rtl.link.protocol import file_requests
 
-pytestmark = pytest.mark.xdist_group("sim_board")
+pytestmark = [pytest.mark.xdist_group("sim_board"), pytest.mark.verilator]
 
 SMALL = {"cores": 1, "max_width": 256, "max_height": 256, "conv": False, "link_bytes": 1}
 MAX_PAYLOAD = DEFAULTS["max_payload"]

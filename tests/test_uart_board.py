@@ -140,6 +140,7 @@ def test_presets_hold_a_paced_frame():
     assert UART["rx_fifo"] >= paced_bytes(UART["max_payload"])
 
 
+@pytest.mark.verilator
 def test_registers_and_ping(uart_build):
     with _board(idle_cycles=20000) as sim:
         assert sim.device.startswith("serial:/dev/")
@@ -164,6 +165,7 @@ def test_registers_and_ping(uart_build):
     assert stats["busy_cycles"] < stats["cycles"]
 
 
+@pytest.mark.verilator
 def test_photos_bit_exact_in_order(uart_build):
     files = _photos(5, seed=3)
     with _board() as sim:
@@ -182,6 +184,7 @@ def test_photos_bit_exact_in_order(uart_build):
           f"{stats['cycles_per_s']:.0f} cycles/s, reply line busy {_line_use(stats):.0%}")
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("upsample", ["fancy", "fast"])
 def test_decode_in_order_with_fallbacks_and_errors(uart_build, upsample):
     files, want = _mixed()
@@ -195,6 +198,7 @@ def test_decode_in_order_with_fallbacks_and_errors(uart_build, upsample):
     assert sim.stats["uart_overruns"] == 0
 
 
+@pytest.mark.verilator
 @pytest.mark.slow
 def test_faults_on_the_serial_path_are_recovered_or_reported(uart_build):
     """Flipped and dropped bytes in both directions between the host and the UART: every
@@ -214,6 +218,7 @@ def test_faults_on_the_serial_path_are_recovered_or_reported(uart_build):
     assert stats["uart_overruns"] == 0 and stats["uart_framing"] == 0
 
 
+@pytest.mark.verilator
 @pytest.mark.slow
 def test_without_pacing_the_board_overruns_and_with_it_never(uart_build):
     """A UART cannot hold the host back.  Sending every queued frame as fast as the link

@@ -7,6 +7,9 @@ Parameters (``DLFORGE_TB_PARAMS``):
   modes       list of "fancy" / "fast": every file is decoded in each
   repeat      send every file this many times in a row (a balanced batch for several cores)
   check       compare with the golden model (status, size, pixels); default true
+  libjpeg_c   also compare the model's pixels, wherever it decodes, with libjpeg-turbo 2.1.0's
+              C decoder (jpeglib's build, islow): the golden model's fuzz test's reference
+              (tests/test_jpeg_fuzz.py), so the core is checked against libjpeg directly
   ready_prob  probability the output is ready in a clock (random back-pressure)
   valid_prob  probability an input beat is offered in a clock
   out         folder for per-file results (results.json and <index>.npy), used by the CLI
@@ -75,6 +78,24 @@ def _expected(data, mode):
         return exc.status, None
 
 
+def _libjpeg_c(data, mode):
+    """libjpeg-turbo's C decode of ``data`` (jpeglib's turbo 2.1.0 build, islow; ``mode``:
+    fancy or fast upsampling), as the golden model's fuzz test runs it.  Not simplejpeg: its
+    SIMD IDCT saturates where jidctint.c wraps, on damaged files (docs/architecture.md,
+    "Reference for damaged files")."""
+    import tempfile
+
+    import jpeglib
+    flags = [] if mode == "fancy" else ["-DO_FANCY_UPSAMPLING"]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "f.jpg"
+        path.write_bytes(data)
+        with jpeglib.version("turbo210"):
+            im = jpeglib.read_spatial(str(path), out_color_space=jpeglib.Colorspace.JCS_RGB,
+                                      dct_method=jpeglib.DCTMethod.JDCT_ISLOW, flags=flags)
+            return np.array(im.spatial)
+
+
 def _layout(data):
     try:
         h = parse_headers(data)
@@ -97,6 +118,8 @@ async def decode_files(dut):
     tag_bits = int(PARAMS.get("tag_bits", 8))
     cores = int(PARAMS.get("cores", 1))
     check = PARAMS.get("check", True)
+    libjpeg_c = bool(PARAMS.get("libjpeg_c", False))
+    libjpeg_checked = 0
     jobs = _jobs()
     kind_shift = output_layout(tag_bits)["kind"].offset
 
@@ -195,6 +218,19 @@ async def decode_files(dut):
                 failures.append(f"{name} ({mode}): core {image.status.name} "
                                 f"{image.pixels.shape}, model {status.name} "
                                 f"{None if pixels is None else pixels.shape}")
+            if libjpeg_c and pixels is not None:
+                # the fuzz test's rule: a file the model decodes, libjpeg's C code decodes to
+                # the same pixels (an error there is a difference too)
+                try:
+                    want = _libjpeg_c(data, mode)
+                    same = want.shape == pixels.shape and bool((want == pixels).all())
+                except Exception as exc:            # jpeglib raises on libjpeg's errors
+                    same, want = False, exc
+                row["libjpeg_c_equal"] = same
+                libjpeg_checked += 1
+                if not same:
+                    failures.append(f"{name} ({mode}): model {pixels.shape}, libjpeg-turbo's "
+                                    f"C decoder {getattr(want, 'shape', want)!r}")
         if out_dir is not None and image.ok:
             np.save(out_dir / f"{n}.npy", image.pixels)
         rows.append(row)
@@ -210,6 +246,7 @@ async def decode_files(dut):
         "clocks": clocks,
         "aggregate_pixels_per_clock": pixels / clocks,
         "ok": sum(row["status"] == "OK" for row in rows),
+        "libjpeg_c_checked": libjpeg_checked,
         "pixels_per_clock_median": {k: statistics.median(v) for k, v in rates.items()},
         "pixels_per_clock_min": {k: min(v) for k, v in rates.items()},
         "per_file": rows,
