@@ -52,9 +52,13 @@ def _top_name(board):
     return "dlforge_" + board.replace("-", "_")
 
 
-def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=None):
+def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=None,
+                progress=None):
     """Build ``board``; return the report dict, or raise :class:`BuildFailed` (with the report)
-    when the design does not fit or misses its clock, or RuntimeError when a tool fails."""
+    when the design does not fit or misses its clock, or RuntimeError when a tool fails.
+    ``progress``: called as ``progress(phase, {tool: log file})`` as each step starts."""
+    progress = progress or (lambda phase, logs=None: None)
+    progress("elaborating the design")
     preset = board_preset(board, cores, freq_mhz, engine)
     family = "ice40" if "iCE40" in preset.device else "ecp5"
     platform = preset.platform()
@@ -79,6 +83,8 @@ def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=N
         # too big for the 32-bit WebAssembly yosys (it traps out of memory)
         plan = platform.prepare(top, name, nextpnr_opts=" ".join(nextpnr_opts),
                                 synth_opts=" ".join(synth_opts), emit_src=False, **after)
+        progress("synthesis, place and route, packing" + (" (again, -noabc9)" if attempt else ""),
+                 {"yosys": out / f"{name}.rpt", "nextpnr": out / f"{name}.tim"})
         try:
             plan.execute_local(str(out), env=env)
             error = None

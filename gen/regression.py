@@ -1,25 +1,84 @@
-"""Run a block's cocotb regression over its parameter sets and summarise what was verified."""
+"""Run a block's cocotb regression over its parameter sets and summarise what was verified;
+run a block's benchmark (:func:`run_bench`), its results checked in the same run."""
 
+from dlforge.sim.tools.progress import count_in_log
 from dlforge.sim.tools.runner import default_simulator, run_cocotb
 from .blocks import get_block
 
-__all__ = ["run_regression"]
+__all__ = ["run_regression", "run_bench", "BENCH_CHECKS"]
+
+#: What each block's benchmark testcase compares, every item of the run (its testbench
+#: fails the run on a difference).  A testbench that says it itself (resample) keeps its own.
+BENCH_CHECKS = {
+    "idct": "every output block bit-exact to the islow IDCT model (libjpeg-turbo's "
+            "jpeg_idct_islow), in this run",
+    "entropy": "every file's coefficients equal to the golden model's, in this run",
+    "blocks": "every file's 8x8 sample blocks bit-exact to the golden model, in this run",
+    "jpeg": "every file bit-exact to the golden model (status, size and every pixel; the "
+            "model is bit-exact to libjpeg-turbo), in this run",
+    "conv": "every layer's output bit-exact to the int8 golden model, in this run",
+}
 
 
 def run_regression(block_name, *, sim=None, waves=False, param_sets=None, quiet=True,
-                   **tb_options):
-    """Simulate every parameter set; return a list of rows (parameters, pass/fail, metrics)."""
+                   progress=None, **tb_options):
+    """Simulate every parameter set; return a list of rows (parameters, pass/fail, metrics).
+    ``progress``: a :class:`~dlforge.sim.tools.progress.Progress` (None: each run's own)."""
     block = get_block(block_name)
     sim = sim or default_simulator()
     rows = []
-    for params in param_sets or block.regression or (block.defaults(),):
+    sets = list(param_sets or block.regression or (block.defaults(),))
+    for k, params in enumerate(sets):
         params = block.full_params(params)
+        if progress is not None and len(sets) > 1:
+            progress.phase(f"parameter set {k + 1}/{len(sets)}: {block.module_name(params)}")
         component = block.build(**params)
         result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
                             params=block.tb_params(component, **tb_options), sim=sim, waves=waves,
-                            quiet=quiet, cxx_opt=block.cxx_opt)
+                            quiet=quiet, cxx_opt=block.cxx_opt, progress=progress)
         rows.append({"block": block.name, "sim": sim, "parameters": params,
                      "tests": result.tests, "failures": result.failures, "passed": result.passed,
                      "metrics": result.metrics, "log_dir": str(result.test_dir),
                      "waves": str(result.waves) if result.waves else None})
     return rows
+
+
+def _run_watch(block_name, tb):
+    """The bench run's detail from its sim.log: the conv testbench logs each layer it
+    finishes."""
+    if block_name != "conv":
+        return None
+    total = len(tb["names"]) if tb.get("names") else None
+    if total is None and tb.get("layers") == "resnet18":
+        from dlforge.host.conv.networks import resnet18_layers
+        total = len(resnet18_layers())
+    return lambda tail: count_in_log(tail, '"predicted_cycles"', total, "layers")
+
+
+def run_bench(block_name, params, tb, *, component=None, sim=None, check=True, progress=None):
+    """A block's benchmark testcase on ``params`` with testbench parameters ``tb`` (the
+    block's own bench parameters updated by the caller's); returns the report (the
+    configuration, ``passed``, ``checked`` and the testbench's metrics).  ``check``: compare
+    every result with the golden model in the same run (the default; False times only).
+    ``component``: the block already built with ``params`` (else built here)."""
+    block = get_block(block_name)
+    if block.bench is None:
+        raise ValueError(f"{block.name} has no benchmark")
+    sim = sim or default_simulator()
+    testcase, _ = block.bench
+    tb = dict(tb, check=bool(check))       # (whatever the block's bench parameters say)
+    if component is None:
+        component = block.build(**params)
+    result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
+                        params=tb, sim=sim, testcase=testcase, quiet=True,
+                        cxx_opt=block.cxx_opt, progress=progress,
+                        watch_run=_run_watch(block.name, tb))
+    checked = BENCH_CHECKS.get(block.name) if tb.get("check", True) else False
+    report = {"block": block.name, "parameters": params, "simulator": sim,
+              "testbench": block.testbench, "testcase": testcase, "testbench_params": tb,
+              "passed": result.passed, "checked": checked, **result.metrics}
+    if not result.passed:
+        report["failed"] = [{"test": name, "message": message[:2000]}
+                            for name, message in result.failed]
+        report["log_dir"] = str(result.test_dir)
+    return report

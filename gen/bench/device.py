@@ -20,7 +20,6 @@ counters, beside the core fed directly and libjpeg-turbo on one CPU core, in one
 """
 
 import hashlib
-import json
 import time
 
 import numpy as np
@@ -50,16 +49,29 @@ def _files(files, corpus, limit):
     return named[:limit] if limit else named
 
 
+def _layout(data):
+    """The file's chroma layout (420, 422, 440, 444, gray; "-" for a file not parsed)."""
+    from dlforge.sim.models.jpeg_parse import JpegDecodeError, parse_headers
+    try:
+        h = parse_headers(data)
+    except JpegDecodeError:
+        return "-"
+    if len(h.components) == 1:
+        return "gray"
+    return {(1, 1): "444", (2, 1): "422", (1, 2): "440", (2, 2): "420"}.get(
+        (h.components[0].h, h.components[0].v), "-")
+
+
 def _reference(named):
     import simplejpeg
     return [simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False)
             for _, data in named]
 
 
-def _run(device, named, expected, resizes=None, scale=1, sizes=None):
+def _run(device, named, expected, resizes=None, scale=1, sizes=None, progress=None):
     """Decode ``named`` on ``device`` (each with its Resize of ``resizes``, if given; at
     1/``scale``, ``sizes`` the scaled ones); returns (the device's span in cycles, replies,
-    wall seconds, mismatches)."""
+    wall seconds, mismatches).  ``progress``: told each file decoded."""
     if resizes is None and scale == 1:
         jobs = [(name, data, False) for name, data in named]
     elif scale == 1:
@@ -71,7 +83,11 @@ def _run(device, named, expected, resizes=None, scale=1, sizes=None):
                 for k, ((name, data), size) in enumerate(zip(named, sizes))]
     device.open_span()
     began = time.perf_counter()
-    replies = list(device.decode_jpegs(iter(jobs)))
+    replies = []
+    for reply in device.decode_jpegs(iter(jobs)):
+        replies.append(reply)
+        if progress is not None:
+            progress.update("files decoded", len(replies), len(jobs))
     wall = time.perf_counter() - began
     cycles = device.span_cycles()
     bad = []
@@ -82,7 +98,7 @@ def _run(device, named, expected, resizes=None, scale=1, sizes=None):
     return cycles, replies, wall, bad
 
 
-def _with_transform(device, named, expected, transform, scale=1):
+def _with_transform(device, named, expected, transform, scale=1, progress=None):
     """The files again through ``transform`` ("eval": Resize(256), CenterCrop(224); None:
     none) on the device, decoded at 1/``scale`` (``expected``: the images at that scale):
     (span cycles, replies, mismatches against Pillow)."""
@@ -91,7 +107,7 @@ def _with_transform(device, named, expected, transform, scale=1):
     resizes = None if transform is None else [eval_request(*size) for size in sizes]
     wanted = expected if resizes is None else [r.apply(want)
                                                for r, want in zip(resizes, expected)]
-    cycles, replies, _, bad = _run(device, named, wanted, resizes, scale, sizes)
+    cycles, replies, _, bad = _run(device, named, wanted, resizes, scale, sizes, progress)
     return cycles, replies, bad
 
 
@@ -112,11 +128,14 @@ def _cpu_rate(named, repeat=3):
 
 
 def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes=None,
-                 conv=False, reference=True, transform=None, scale=1, **board):
+                 conv=False, reference=True, transform=None, scale=1, progress=None, **board):
     """The figures as a dict (see the module docstring); ``conv``: the board with the engine;
     ``transform="eval"``: the same files again through torchvision's eval pipeline on the
     cores' resamplers, and the device's input pixels per clock then beside without.
-    Builds the simulated boards it needs (minutes the first time)."""
+    Builds the simulated boards it needs (minutes the first time).  ``progress``: a
+    :class:`~dlforge.sim.tools.progress.Progress` told each phase and file."""
+    from dlforge.sim.tools.progress import Progress
+    progress = progress or Progress("bench device", enabled=False)
     from dlforge.host.device.board import Board
     from dlforge.sim.board.build import DEFAULTS
     if transform not in (None, "eval"):
@@ -124,6 +143,7 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
     cores = DEFAULTS["cores"] if cores is None else cores
     link_bytes = DEFAULTS["link_bytes"] if link_bytes is None else link_bytes
     named = _files(files, corpus, limit)
+    progress.phase(f"libjpeg-turbo's reference images ({len(named)} files)")
     expected = _reference(named)
     pixels = sum(w.shape[0] * w.shape[1] for w in expected)
     digest = hashlib.sha256(b"".join(hashlib.sha256(d).digest() for _, d in named)).hexdigest()
@@ -134,15 +154,19 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
               "checked": "every image bit-exact to libjpeg-turbo (simplejpeg: islow IDCT, "
                          "fancy upsampling), in this run"}
     failures = []
+    progress.phase(f"starting the simulated board ({cores} cores)")
     with Board.simulated("sim", cores=cores, link_bytes=link_bytes, conv=conv,
                          **board) as device:
-        cycles, replies, wall, bad = _run(device, named, expected)
+        progress.phase("decoding on the board, each image checked")
+        cycles, replies, wall, bad = _run(device, named, expected, progress=progress)
         if transform is not None:
-            resized = _with_transform(device, named, expected, transform)
+            progress.phase(f"decoding with the {transform} transform on the cores")
+            resized = _with_transform(device, named, expected, transform, progress=progress)
         if scale > 1:
             from dlforge.host.jpeg.scaled_decode import scaled_decode
             small = [scaled_decode(data, scale) for _, data in named]
-            scaled = _with_transform(device, named, small, transform, scale)
+            progress.phase(f"decoding at 1/{scale}")
+            scaled = _with_transform(device, named, small, transform, scale, progress)
         info = device.info()
     failures += [f"device: {b}" for b in bad]
     report |= {"device_cycles": cycles, "pixels_per_clock": pixels / cycles,
@@ -150,14 +174,15 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
                "decoded_megapixels_per_wall_second": pixels / wall / 1e6,
                "simulated_cycles_per_second": cycles / wall,
                "board": info}
-    rows = [{"file": name, "width": int(r.width), "height": int(r.height),
-             "status": r.status.name, "core_cycles_in_device": r.cycles}
-            for (name, _), r in zip(named, replies)]
+    rows = [{"file": name, "layout": _layout(data), "width": int(r.width),
+             "height": int(r.height), "status": r.status.name, "core_cycles_in_device": r.cycles}
+            for (name, data), r in zip(named, replies)]
     if reference:
+        progress.phase("the reference: one core fed directly")
         with Board.simulated("sim", cores=1, link_bytes=64, conv=False,
                              max_width=board.get("max_width", DEFAULTS["max_width"]),
                              max_height=board.get("max_height", DEFAULTS["max_height"])) as one:
-            _, direct, _, bad = _run(one, named, expected)
+            _, direct, _, bad = _run(one, named, expected, progress=progress)
         failures += [f"reference core: {b}" for b in bad]
         core_cycles = sum(r.cycles or 0 for r in direct)
         for row, r in zip(rows, direct):
@@ -170,6 +195,7 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
         report["core_reference"] = ("the same files through one core behind a 64-byte link "
                                     "(input and output never wait), the core's own cycles "
                                     "per file")
+    progress.phase("libjpeg-turbo on one CPU core")
     cpu = _cpu_rate(named)
     report["cpu"] = {"libjpeg_turbo_megapixels_per_second_one_core": cpu,
                      "what": "simplejpeg.decode_jpeg, islow, fancy upsampling, best of 3, "
@@ -257,22 +283,7 @@ def print_table(report, out):
     print("\n".join(lines), file=out)
 
 
-def main(args):
-    """The command's body: JSON with ``--json``, else the table; exit 1 on a failure."""
-    import sys
-    report = bench_device(args.files or None, corpus=args.corpus or "photos", limit=args.limit,
-                          cores=args.cores, link_bytes=args.link_bytes, conv=args.conv,
-                          reference=not args.no_reference,
-                          transform=getattr(args, "transform", None),
-                          scale=getattr(args, "scale", 1))
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print_table(report, sys.stdout)
-    return 0 if report["ok"] else 1
-
-
-def bench_conv_device(model="resnet18", names=None, seed=2, **board):
+def bench_conv_device(model="resnet18", names=None, seed=2, progress=None, **board):
     """Every convolution layer of ``model`` on the simulated board's engine (random int8
     tensors, each layer compared with the golden model): the engine's own CONV_CYCLES, the
     device's span from the first word's arrival to the last result's departure, and the cycle
@@ -284,13 +295,18 @@ def bench_conv_device(model="resnet18", names=None, seed=2, **board):
     from dlforge.host.conv.random_layer import expected_output, random_tensors
     if model != "resnet18":
         raise ValueError(f"unknown model {model!r}: resnet18")
+    from dlforge.sim.tools.progress import Progress
+    progress = progress or Progress("bench conv", enabled=False)
     layers = [layer for layer in resnet18_layers() if not names or layer.name in names]
     rng = np.random.default_rng(seed)
     rows, failures = [], []
+    progress.phase("starting the simulated board")
     with Board.simulated("sim", **board) as device:
         cfg = engine_config(device)
         info = device.info()
-        for layer in layers:
+        progress.phase("layers through the board's engine, each checked")
+        for k, layer in enumerate(layers):
+            progress.update(f"layers done, now {layer.name}", k, len(layers))
             t = random_tensors(layer, cfg, rng)
             y, r = run_conv(t.x, t.w, t.bias.astype(np.int32), t.multiplier, t.shift,
                             stride=layer.stride, padding=layer.padding, groups=layer.groups,

@@ -281,11 +281,16 @@ def _parser():
 
 def main(argv=None):
     """``dlforge bench sched ...`` (``argv``: the arguments after ``bench sched``)."""
+    from dlforge.sim.tools.progress import Progress
     args = _parser().parse_args(argv)
     try:
-        result = bench_sched(args.device, args.model, args.batch, args.steps, args.world_size,
-                             args.trace, args.image_size, args.classes, args.warmup,
-                             args.executor, args.bucket_mb, threads=args.threads)
+        with Progress("dlforge bench sched") as progress:
+            progress.phase(f"{args.model} on {args.device}: stock PyTorch, then the "
+                           f"scheduled backward")
+            result = bench_sched(args.device, args.model, args.batch, args.steps,
+                                 args.world_size, args.trace, args.image_size, args.classes,
+                                 args.warmup, args.executor, args.bucket_mb,
+                                 threads=args.threads)
     except ValueError as error:
         print(f"dlforge bench sched: {error}", file=sys.stderr)
         return 2

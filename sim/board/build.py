@@ -13,12 +13,13 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from dlforge.rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from dlforge.rtl.link.dma_layout import c_header
 from dlforge.rtl.link.protocol import BAUD
 from dlforge.sim.board.wrapper import TOP_NAME, WRAPPER_NAME, board_wrapper
+from dlforge.sim.tools.progress import Progress, verilator_build_step
 from dlforge.sim.tools.runner import VERILATOR_WAIVERS, build_dir_root
 from dlforge.sim.tools.toolpaths import simulator_env
 
@@ -226,7 +227,7 @@ def board_key(text, env, params=None):
 def build_board(cores=DEFAULTS["cores"], conv=True, max_width=DEFAULTS["max_width"],
                 max_height=DEFAULTS["max_height"], max_payload=None, reply_payload=None,
                 uart=None, rx_fifo=None, link_bytes=None, input_fifo_bytes=None,
-                resample_taps=None):
+                resample_taps=None, progress=None):
     """The simulated board's executable for this configuration, built if needed.
 
     ``conv``: with the convolution engine (its default :class:`EngineConfig`), or an
@@ -240,8 +241,12 @@ def build_board(cores=DEFAULTS["cores"], conv=True, max_width=DEFAULTS["max_widt
     turns the host's bytes into bits on ``rx`` and ``tx``'s bits back into bytes.  Builds go to
     ``build/sim_board/<hash>/`` under :func:`~dlforge.sim.tools.runner.build_dir_root`; a build
     that exists is reused, and concurrent callers (pytest-xdist workers) wait for each other
-    on a file lock.  A full build takes minutes; it prints nothing, and raises RuntimeError
-    with the end of the log when it fails.
+    on a file lock.  A full build takes minutes: it reports its progress on stderr (the
+    elaboration, then Verilator's C++ files compiled, and the time; ``progress``: a
+    :class:`~dlforge.sim.tools.progress.Progress`, or None for one that follows
+    :func:`~dlforge.sim.tools.progress.progress_enabled`: silent under pytest; False for
+    none).  A build found through its index (the same sources seen before) prints nothing.
+    It raises RuntimeError with the end of the log when it fails.
     """
     params = _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart,
                      rx_fifo, link_bytes, input_fifo_bytes, resample_taps)
@@ -256,12 +261,34 @@ def build_board(cores=DEFAULTS["cores"], conv=True, max_width=DEFAULTS["max_widt
             folder = None
         if folder is not None and (folder / ".built").exists() and (folder / EXECUTABLE).exists():
             return folder / EXECUTABLE
-    text = _verilog(params)
-    folder = root / board_key(text, env, params)
-    with FileLock(str(folder) + ".lock"):
-        stamp = folder / ".built"
-        if not stamp.exists():
-            _build(folder, text, env, params)
+    own = progress is None or progress is False
+    if own:
+        progress = Progress("simulated board", enabled=None if progress is None else False)
+    outcome = "failed"
+    try:
+        progress.phase("elaborating the top (Verilog)")
+        text = _verilog(params)
+        folder = root / board_key(text, env, params)
+        lock = FileLock(str(folder) + ".lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            progress.phase(f"waiting for another process's build in {folder}")
+            lock.acquire()
+        try:
+            stamp = folder / ".built"
+            if not stamp.exists():
+                progress.phase(f"Verilator build in {folder}",
+                               watch=lambda: verilator_build_step(folder / "obj"))
+                _build(folder, text, env, params)
+                outcome = "built"
+            else:
+                outcome = "found built"
+        finally:
+            lock.release()
+    finally:
+        if own:
+            progress.close(outcome)
     index.parent.mkdir(exist_ok=True)
     tmp = index.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"folder": folder.name, "params": params}))

@@ -18,6 +18,7 @@ from amaranth.back import verilog
 from filelock import FileLock
 
 from dlforge.sim.tools.fst_support import lz4_build_env
+from dlforge.sim.tools.progress import LogTail, Progress, verilator_build_step
 from dlforge.sim.tools.toolpaths import simulator_env
 
 __all__ = ["SimResult", "run_cocotb", "default_simulator", "build_dir_root", "VERILATOR_WAIVERS",
@@ -100,7 +101,8 @@ def default_simulator():
 
 
 def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=False,
-               testcase=None, seed=None, quiet=False, cxx_opt=None):
+               testcase=None, seed=None, quiet=False, cxx_opt=None, progress=None,
+               watch_run=None):
     """Run cocotb module ``test_module`` against ``component`` on ``sim``; return a SimResult.
 
     ``params`` (JSON-serialisable) reach the testbench through :data:`PARAMS_ENV`; a
@@ -109,13 +111,37 @@ def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=Fal
     terminal.  ``cxx_opt``: the gcc level for Verilator's C++ (default: by the design's size,
     :func:`choose_cxx_opt`; the JPEG decoder's registry builds, which decode whole corpora,
     ask for -Os).
+
+    ``progress``: a :class:`~dlforge.sim.tools.progress.Progress` to report the build (the
+    C++ files compiled) and the run on; None makes one (on stderr, silent under pytest: see
+    :func:`~dlforge.sim.tools.progress.progress_enabled`), False shows none.
+    ``watch_run``: called with the run's :class:`~dlforge.sim.tools.progress.LogTail` of
+    ``sim.log`` (with ``quiet``), returns the watch giving the run's detail (for example
+    :func:`~dlforge.sim.tools.progress.count_in_log`).
     """
+    sim = sim or default_simulator()
+    own = progress is None
+    if progress is None or progress is False:
+        progress = Progress(f"{sim} {name}", enabled=None if own else False)
+    outcome = "failed"
+    try:
+        result = _run_cocotb(component, name, test_module, params, sim, waves, testcase, seed,
+                             quiet, cxx_opt, progress, watch_run)
+        outcome = "passed" if result.passed else "failed"
+        return result
+    finally:
+        if own:
+            progress.close(outcome)
+
+
+def _run_cocotb(component, name, test_module, params, sim, waves, testcase, seed, quiet,
+                cxx_opt, progress, watch_run):
     from cocotb_tools.runner import get_runner
 
     params = dict(params or {})
-    sim = sim or default_simulator()
     waves = bool(waves) or os.environ.get("WAVES", "0") not in ("", "0")
     env = simulator_env(sim)
+    progress.phase(f"{name}: converting to Verilog")
     text = verilog.convert(component, name=name, emit_src=False)
     if sim == "icarus":
         text = _icarus_time_zero(text)
@@ -145,6 +171,9 @@ def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=Fal
         with FileLock(str(build_dir) + ".lock"):
             stamp = build_dir / ".built"
             if not stamp.exists():
+                progress.phase(f"{name}: {sim} build",
+                               watch=(lambda: verilator_build_step(build_dir))
+                               if sim == "verilator" else None)
                 source.write_text(text)
                 log = build_dir / "build.log"
                 try:
@@ -161,6 +190,9 @@ def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=Fal
                 _adopt_build(runner, name, build_dir, waves)
         test_dir = Path(tempfile.mkdtemp(prefix="run-", dir=build_dir))
         results_xml = test_dir / "results.xml"
+        watch = watch_run(LogTail(test_dir / "sim.log")) if watch_run and quiet else None
+        progress.phase(f"{name}: simulating ({test_module.rsplit('.', 1)[-1]}"
+                       + (f".{testcase}" if testcase else "") + ")", watch=watch)
         # Warnings are errors in testbenches too, as in the pytest suite.
         extra_env = {PARAMS_ENV: json.dumps(params),
                      "PYTHONWARNINGS": os.environ.get("DLFORGE_TB_WARNINGS", "error")}
