@@ -70,18 +70,25 @@ def test_sim_on_icarus(tmp_path):
 
 @pytest.mark.verilator
 def test_bench_prints_json_with_its_configuration():
-    result = subprocess.run([*DLFORGE, "bench", "idct", "--samples-per-clock", "4"],
-                            capture_output=True, text=True)
+    """``--json``: stdout is the one JSON object; the progress asked for goes to stderr."""
+    result = subprocess.run([*DLFORGE, "bench", "idct", "--samples-per-clock", "4", "--json"],
+                            capture_output=True, text=True,
+                            env=dict(os.environ, DLFORGE_PROGRESS="1"))
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["passed"] and report["testcase"] == "full_rate"
     assert report["parameters"] == {"samples_per_clock": 4}
     assert report["cycles_per_block"] == 16 and report["samples_per_clock"] == 4
+    assert "bit-exact" in report["checked"]
+    progress = [line for line in result.stderr.splitlines()
+                if line.startswith("[dlforge bench idct")]
+    assert any("simulating (idct.full_rate)" in line for line in progress)
+    assert progress[-1].endswith("] done") and "[dlforge" not in result.stdout
 
 
 @pytest.mark.verilator
 def test_bench_entropy_on_two_photos():
-    result = subprocess.run([*DLFORGE, "bench", "entropy", "--limit", "2"],
+    result = subprocess.run([*DLFORGE, "bench", "entropy", "--limit", "2", "--json"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -128,14 +135,17 @@ def test_bench_jpeg_on_files(tmp_path):
     for f in [f for f in jpeg_corpus.baseline_corpus("quick") if "100x75" in f.name][:2]:
         paths.append(tmp_path / f"{f.name}.jpg")
         paths[-1].write_bytes(f.data)
-    result = subprocess.run([*DLFORGE, "bench", "jpeg", "--max-width", "512", *map(str, paths)],
-                            capture_output=True, text=True)
+    result = subprocess.run([*DLFORGE, "bench", "jpeg", "--max-width", "512", "--json",
+                             *map(str, paths)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["parameters"]["max_width"] == 512 and report["files"] == 2
     assert set(report["pixels_per_clock_median"]) == {"420", "444"}
+    # the timed run checked every file against the golden model
+    assert report["passed"] and "bit-exact" in report["checked"]
     for row in report["per_file"]:
         assert row["pixels_per_clock"] > 0.5 and row["cycles_per_symbol"] >= 1
+        assert row["bit_exact"] is True
 
 
 def _conv_files(tmp_path):
@@ -204,7 +214,8 @@ def test_bench_resample_over_the_factors_its_taps_allow():
     8 need 13 and 17 taps), every output checked against the model, pixels per clock each:
     near the four a clock of its four lanes."""
     result = subprocess.run([*DLFORGE, "bench", "resample", "--taps", "9", "--max-columns",
-                             "128", "--max-rows", "128"], capture_output=True, text=True)
+                             "128", "--max-rows", "128", "--json"], capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     jobs = report["jobs"]
