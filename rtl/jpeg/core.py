@@ -52,6 +52,10 @@ assert PIXELS_PER_BEAT == LANES, "the resampler takes the raster's beats as they
 
 
 class JpegCore(wiring.Component):
+    """The unit of JPEG decoding that a device replicates: one file at a time from its bytes to
+    a header, RGB pixels and a trailer, kept apart from the files before and after it so that a
+    bad file can neither hang the core nor reach the next one."""
+
     def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT, input_bytes=1,
                  tag_bits=8, resample_taps=0, resample_max=(1024, 1024), resample_lanes=LANES,
                  scaling=False):
@@ -91,6 +95,28 @@ class JpegCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         flush = Signal()
+        parser, blocks, raster, to_bytes = self._decode_pipeline(m, flush)
+        fs = self._file_state(m, blocks, raster, to_bytes)
+        path, out_width, out_height = None, fs.frame.width, fs.frame.height
+        if self.resample_taps:
+            path = self._resample_path(m, flush, raster, fs.frame, fs.refused, fs.start_image)
+            reader = path.reader
+            m.d.comb += [reader.word.eq(self.i.payload.data),
+                         reader.whole.eq(self.i.payload.keep == 4),
+                         reader.last.eq(self.i.payload.last)]
+            out_width = Mux(fs.refused, 0, Mux(fs.resizing, reader.out_width, fs.frame.width))
+            out_height = Mux(fs.refused, 0, Mux(fs.resizing, reader.out_height,
+                                                fs.frame.height))
+        with m.FSM():
+            self._elaborate_file_start(m, fs, path)
+            self._elaborate_parse(m, fs, parser, path)
+            self._elaborate_image(m, fs, parser, raster, path, out_width, out_height)
+            self._elaborate_file_end(m, fs, parser, blocks, flush)
+        return m
+
+    def _decode_pipeline(self, m, flush):
+        """Parser -> block decoder -> raster; the two stages behind the parser are reset
+        (``flush``) between files, so that what a bad file left in them cannot reach the next."""
         m.submodules.parser = parser = MarkerParser(self.max_width, self.max_height)
         blocks = BlockDecoder(8, reduced=self.scaling)
         raster = Raster(self.max_width)
@@ -106,7 +132,11 @@ class JpegCore(wiring.Component):
         wiring.connect(m, blocks.o, raster.blocks)
         wiring.connect(m, to_bytes.o, parser.i)
         m.d.comb += blocks.quant_select.eq(parser.quant_select)
+        return parser, blocks, raster, to_bytes
 
+    def _file_state(self, m, blocks, raster, to_bytes):
+        """The file being decoded: its tag, flags, frame, status and cycle count, and the gate
+        that keeps the next file's bytes out until this one's trailer has left."""
         tag = Signal(self.tag_bits)
         fast = Signal()
         frame = Signal(FrameLayout)      # the image the core sends: scaled when scaling
@@ -139,134 +169,148 @@ class JpegCore(wiring.Component):
         resizing = Signal()              # this file's image goes through the resampler
         refused = Signal()               # ... whose request does not fit the image
         start_image = Signal()           # the raster takes the frame: the image begins
-        out_width, out_height = frame.width, frame.height
-        if self.resample_taps:
-            path = self._resample_path(m, flush, raster, frame, refused, start_image)
-            reader = path.reader
-            m.d.comb += [reader.word.eq(self.i.payload.data),
-                         reader.whole.eq(self.i.payload.keep == 4),
-                         reader.last.eq(self.i.payload.last)]
-            out_width = Mux(refused, 0, Mux(resizing, reader.out_width, frame.width))
-            out_height = Mux(refused, 0, Mux(resizing, reader.out_height, frame.height))
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.i.valid):
-                    m.d.sync += [tag.eq(self.i.payload.tag), fast.eq(self.i.payload.fast),
-                                 open_.eq(1), cycles.eq(1), self.busy.eq(1), frame.eq(0),
-                                 refused.eq(0), log_scale.eq(0)]
-                    m.next = "PARSE"
-                    if self.resample_taps:
-                        m.d.comb += reader.start.eq(1)
-                        m.d.sync += resizing.eq(self.i.payload.resize)
-                        with m.If(self.i.payload.resize):
-                            m.next = "REQUEST"
-                    if self.scaling:
-                        with m.If(self.i.payload.scale):
-                            m.next = "SCALE"
-            if self.scaling:
-                with m.State("SCALE"):
-                    # the scale word: the magic, then log2 of the denominator; a file with
-                    # nothing after it is as malformed as a wrong word
-                    m.d.comb += direct.eq(1)
-                    word = self.i.payload.data
-                    good = (word[:24] == int.from_bytes(SCALE_MAGIC, "little")) & \
-                        (word[24:32] <= 3) & (self.i.payload.keep == 4) & ~self.i.payload.last
-                    with m.If(self.i.valid & ~good):
-                        m.d.sync += status.eq(JpegStatus.BAD_SCALE)
-                        m.next = "DRAIN"
-                    with m.Elif(self.i.valid):
-                        m.d.sync += log_scale.eq(word[24:26])
-                        m.next = "REQUEST" if self.resample_taps else "PARSE"
-                        if self.resample_taps:
-                            with m.If(~resizing):
-                                m.next = "PARSE"
-            if self.resample_taps or self.scaling:
-                with m.State("DRAIN"):
-                    # a refused request: the rest of the file is read and dropped
-                    m.d.comb += direct.eq(1)
-                    with m.If(~open_):
-                        m.next = "HEADER_ONLY"
-            if self.resample_taps:
-                with m.State("REQUEST"):
-                    m.d.comb += [direct.eq(1), reader.valid.eq(self.i.valid)]
-                    with m.If(reader.bad):
-                        m.d.sync += status.eq(JpegStatus.BAD_RESIZE)
-                        m.next = "DRAIN"
-                    with m.Elif(reader.complete):
-                        m.next = "PARSE"
-            with m.State("PARSE"):
-                m.d.comb += parser.frame.ready.eq(1)
-                with m.If(parser.frame.valid):
-                    f = parser.frame.payload
-                    width, height = f.width, f.height
-                    if self.scaling:
-                        width = scaled_extent(f.width, log_scale)
-                        height = scaled_extent(f.height, log_scale)
-                    m.d.sync += [frame.eq(f), frame.width.eq(width), frame.height.eq(height)]
-                    if self.resample_taps:
-                        outside = (reader.left + reader.crop_width > width) | \
-                            (reader.top + reader.crop_height > height)
-                        m.d.sync += refused.eq(resizing & outside)
-                    m.next = "HEADER"
-                with m.Elif(parser.result.valid):
-                    m.d.comb += parser.result.ready.eq(1)
-                    m.d.sync += status.eq(parser.result.payload.status)
-                    m.next = "HEADER_ONLY"
-            # (a file that fails before its scan, or whose request is refused: a zero size)
-            for state, after, width, height in (("HEADER", "START", out_width, out_height),
-                                                ("HEADER_ONLY", "TRAILER", 0, 0)):
-                with m.State(state):
-                    m.d.comb += [self.o.valid.eq(1), o.kind.eq(OutputKind.HEADER),
-                                 header.width.eq(width), header.height.eq(height),
-                                 header.components.eq(frame.components), header.h.eq(frame.h),
-                                 header.v.eq(frame.v), header.fast.eq(fast)]
-                    with m.If(self.o.ready):
-                        m.next = after
-            with m.State("START"):
-                m.d.comb += raster.frame.valid.eq(1)
-                with m.If(raster.frame.ready):
-                    m.d.comb += start_image.eq(1)
-                    m.next = "PIXELS"
-            with m.State("PIXELS"):
-                failed = parser.result.valid & (parser.result.payload.status != JpegStatus.OK)
-                with m.If(failed):
-                    # The scan failed: no more blocks will come; the pixels stop here.
-                    m.d.comb += parser.result.ready.eq(1)
-                    m.d.sync += status.eq(parser.result.payload.status)
-                    m.next = "TRAILER"
+        return SimpleNamespace(tag=tag, fast=fast, frame=frame, log_scale=log_scale,
+                               status=status, cycles=cycles, open_=open_, o=o, direct=direct,
+                               header=header, trailer=trailer, resizing=resizing,
+                               refused=refused, start_image=start_image)
+
+    def _elaborate_file_start(self, m, fs, path):
+        """IDLE, SCALE, REQUEST, DRAIN: a file's first beat, then the scale word and resize
+        request that may come before the JPEG bytes; a bad one drains the file."""
+        with m.State("IDLE"):
+            with m.If(self.i.valid):
+                m.d.sync += [fs.tag.eq(self.i.payload.tag), fs.fast.eq(self.i.payload.fast),
+                             fs.open_.eq(1), fs.cycles.eq(1), self.busy.eq(1), fs.frame.eq(0),
+                             fs.refused.eq(0), fs.log_scale.eq(0)]
+                m.next = "PARSE"
                 if self.resample_taps:
-                    with m.Elif(resizing):
-                        m.d.comb += [path.active.eq(1), self.o.valid.eq(path.o.valid),
-                                     path.o.ready.eq(self.o.ready),
-                                     o.kind.eq(OutputKind.PIXELS),
-                                     o.data.eq(path.o.payload.pixels),
-                                     o.count.eq(path.o.payload.count)]
-                        with m.If(path.done):
-                            m.next = "RESULT"
-                with m.Else():
-                    m.d.comb += [self.o.valid.eq(raster.o.valid), raster.o.ready.eq(self.o.ready),
-                                 o.kind.eq(OutputKind.PIXELS), o.data.eq(raster.o.payload.rgb),
-                                 o.count.eq(raster.o.payload.count)]
-                    with m.If(raster.o.valid & self.o.ready & raster.o.payload.last):
-                        m.next = "RESULT"
-            with m.State("RESULT"):
+                    m.d.comb += path.reader.start.eq(1)
+                    m.d.sync += fs.resizing.eq(self.i.payload.resize)
+                    with m.If(self.i.payload.resize):
+                        m.next = "REQUEST"
+                if self.scaling:
+                    with m.If(self.i.payload.scale):
+                        m.next = "SCALE"
+        if self.scaling:
+            with m.State("SCALE"):
+                # the scale word: the magic, then log2 of the denominator; a file with
+                # nothing after it is as malformed as a wrong word
+                m.d.comb += fs.direct.eq(1)
+                word = self.i.payload.data
+                good = (word[:24] == int.from_bytes(SCALE_MAGIC, "little")) & \
+                    (word[24:32] <= 3) & (self.i.payload.keep == 4) & ~self.i.payload.last
+                with m.If(self.i.valid & ~good):
+                    m.d.sync += fs.status.eq(JpegStatus.BAD_SCALE)
+                    m.next = "DRAIN"
+                with m.Elif(self.i.valid):
+                    m.d.sync += fs.log_scale.eq(word[24:26])
+                    m.next = "REQUEST" if self.resample_taps else "PARSE"
+                    if self.resample_taps:
+                        with m.If(~fs.resizing):
+                            m.next = "PARSE"
+        if self.resample_taps or self.scaling:
+            with m.State("DRAIN"):
+                # a refused request: the rest of the file is read and dropped
+                m.d.comb += fs.direct.eq(1)
+                with m.If(~fs.open_):
+                    m.next = "HEADER_ONLY"
+        if self.resample_taps:
+            with m.State("REQUEST"):
+                reader = path.reader
+                m.d.comb += [fs.direct.eq(1), reader.valid.eq(self.i.valid)]
+                with m.If(reader.bad):
+                    m.d.sync += fs.status.eq(JpegStatus.BAD_RESIZE)
+                    m.next = "DRAIN"
+                with m.Elif(reader.complete):
+                    m.next = "PARSE"
+
+    def _elaborate_parse(self, m, fs, parser, path):
+        """PARSE: wait for the parser's frame (the image's size, scaled, and whether the
+        resize request's crop fits it) or for its verdict on a file without a scan."""
+        with m.State("PARSE"):
+            m.d.comb += parser.frame.ready.eq(1)
+            with m.If(parser.frame.valid):
+                f = parser.frame.payload
+                width, height = f.width, f.height
+                if self.scaling:
+                    width = scaled_extent(f.width, fs.log_scale)
+                    height = scaled_extent(f.height, fs.log_scale)
+                m.d.sync += [fs.frame.eq(f), fs.frame.width.eq(width),
+                             fs.frame.height.eq(height)]
+                if self.resample_taps:
+                    reader = path.reader
+                    outside = (reader.left + reader.crop_width > width) | \
+                        (reader.top + reader.crop_height > height)
+                    m.d.sync += fs.refused.eq(fs.resizing & outside)
+                m.next = "HEADER"
+            with m.Elif(parser.result.valid):
                 m.d.comb += parser.result.ready.eq(1)
-                with m.If(parser.result.valid):
-                    result = parser.result.payload.status
-                    m.d.sync += status.eq(Mux(refused & (result == JpegStatus.OK),
-                                              JpegStatus.BAD_RESIZE, result))
-                    m.next = "TRAILER"
-            with m.State("TRAILER"):
-                m.d.comb += [self.o.valid.eq(1), o.kind.eq(OutputKind.TRAILER), o.last.eq(1),
-                             trailer.status.eq(status), trailer.cycles.eq(cycles),
-                             trailer.symbols.eq(blocks.symbols_decoded)]
+                m.d.sync += fs.status.eq(parser.result.payload.status)
+                m.next = "HEADER_ONLY"
+
+    def _elaborate_image(self, m, fs, parser, raster, path, out_width, out_height):
+        """HEADER, START, PIXELS: the header beat, then the image's pixels from the raster
+        (or the resampler) until its last, or until the scan fails."""
+        o, header, frame = fs.o, fs.header, fs.frame
+        # (a file that fails before its scan, or whose request is refused: a zero size)
+        for state, after, width, height in (("HEADER", "START", out_width, out_height),
+                                            ("HEADER_ONLY", "TRAILER", 0, 0)):
+            with m.State(state):
+                m.d.comb += [self.o.valid.eq(1), o.kind.eq(OutputKind.HEADER),
+                             header.width.eq(width), header.height.eq(height),
+                             header.components.eq(frame.components), header.h.eq(frame.h),
+                             header.v.eq(frame.v), header.fast.eq(fs.fast)]
                 with m.If(self.o.ready):
-                    m.d.comb += flush.eq(1)
-                    m.d.sync += [self.busy.eq(0), self.images.eq(self.images + 1)]
-                    with m.If(status != JpegStatus.OK):
-                        m.d.sync += self.errors.eq(self.errors + 1)
-                    m.next = "IDLE"
-        return m
+                    m.next = after
+        with m.State("START"):
+            m.d.comb += raster.frame.valid.eq(1)
+            with m.If(raster.frame.ready):
+                m.d.comb += fs.start_image.eq(1)
+                m.next = "PIXELS"
+        with m.State("PIXELS"):
+            failed = parser.result.valid & (parser.result.payload.status != JpegStatus.OK)
+            with m.If(failed):
+                # The scan failed: no more blocks will come; the pixels stop here.
+                m.d.comb += parser.result.ready.eq(1)
+                m.d.sync += fs.status.eq(parser.result.payload.status)
+                m.next = "TRAILER"
+            if self.resample_taps:
+                with m.Elif(fs.resizing):
+                    m.d.comb += [path.active.eq(1), self.o.valid.eq(path.o.valid),
+                                 path.o.ready.eq(self.o.ready),
+                                 o.kind.eq(OutputKind.PIXELS),
+                                 o.data.eq(path.o.payload.pixels),
+                                 o.count.eq(path.o.payload.count)]
+                    with m.If(path.done):
+                        m.next = "RESULT"
+            with m.Else():
+                m.d.comb += [self.o.valid.eq(raster.o.valid), raster.o.ready.eq(self.o.ready),
+                             o.kind.eq(OutputKind.PIXELS), o.data.eq(raster.o.payload.rgb),
+                             o.count.eq(raster.o.payload.count)]
+                with m.If(raster.o.valid & self.o.ready & raster.o.payload.last):
+                    m.next = "RESULT"
+
+    def _elaborate_file_end(self, m, fs, parser, blocks, flush):
+        """RESULT, TRAILER: the parser's verdict, then the trailer; once it has left, the
+        stages are flushed and the next file may come in."""
+        o, trailer, status = fs.o, fs.trailer, fs.status
+        with m.State("RESULT"):
+            m.d.comb += parser.result.ready.eq(1)
+            with m.If(parser.result.valid):
+                result = parser.result.payload.status
+                m.d.sync += status.eq(Mux(fs.refused & (result == JpegStatus.OK),
+                                          JpegStatus.BAD_RESIZE, result))
+                m.next = "TRAILER"
+        with m.State("TRAILER"):
+            m.d.comb += [self.o.valid.eq(1), o.kind.eq(OutputKind.TRAILER), o.last.eq(1),
+                         trailer.status.eq(status), trailer.cycles.eq(fs.cycles),
+                         trailer.symbols.eq(blocks.symbols_decoded)]
+            with m.If(self.o.ready):
+                m.d.comb += flush.eq(1)
+                m.d.sync += [self.busy.eq(0), self.images.eq(self.images + 1)]
+                with m.If(status != JpegStatus.OK):
+                    m.d.sync += self.errors.eq(self.errors + 1)
+                m.next = "IDLE"
 
     def _resample_path(self, m, flush, raster, frame, refused, start_image):
         """The request reader and the resampler, fed the raster's beats while
