@@ -17,14 +17,13 @@ frames (:mod:`~dlforge.rtl.link.conv_link`), the words taken straight from the l
 
 from amaranth import (Array, ClockDomain, ClockSignal, Const, DomainRenamer, Module, Mux,
                       ResetInserter, ResetSignal, Signal)
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .conv.engine import ConvEngine
-from .jpeg.core import JpegCore
+from .jpeg.lane import DecoderLane, lane_entry
 from .jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
-from .jpeg.packets import input_layout
 from .jpeg.scaling import SCALES
 from .link.control import LinkControl
 from .link.conv_link import ConvReplier, WordRegroup
@@ -32,62 +31,12 @@ from .link.jpeg_reply import TAG_BITS, JpegReplier
 from .link.protocol import (CORE_SHIFT, LINK_WIDTHS, MAX_CORES, MAX_PAYLOAD, VERSION, Opcode,
                             Register, Status, array_word, scales_word)
 
-__all__ = ["AcceleratorTop", "CoreFeed", "ENGINE_HOLD"]
+__all__ = ["AcceleratorTop", "ENGINE_HOLD"]
 
 #: Clocks an engine with a gated clock (``engine_clock``) keeps ticking after its last sign of
 #: activity: longer than any of its pipelines (the array and the post-processing's stages, its
 #: FIFOs' output registers), so that nothing in flight is frozen.
 ENGINE_HOLD = 64
-
-
-def _fifo_entry(w):
-    return data.StructLayout({"data": 8 * w, "bytes": range(w + 1), "last": 1, "fast": 1,
-                              "resize": 1, "scale": 1, "tag": TAG_BITS})
-
-
-class CoreFeed(wiring.Component):
-    """One core's input: W-byte link beats queued (a W-wide FIFO, filled at link speed),
-    then taken apart into the core's 4-byte beats (W = 1: the core's byte beats)."""
-
-    def __init__(self, link_bytes, depth, resize=False, scaling=False):
-        self.link_bytes, self.depth, self.resize = link_bytes, depth, resize
-        self.scaling = scaling
-        self.core_bytes = 1 if link_bytes == 1 else 4
-        super().__init__({"i": In(stream.Signature(_fifo_entry(link_bytes))),
-                          "o": Out(stream.Signature(input_layout(self.core_bytes, TAG_BITS,
-                                                                 resize=resize,
-                                                                 scaling=scaling)))})
-
-    def elaborate(self, platform):
-        m = Module()
-        w, cb = self.link_bytes, self.core_bytes
-        entry = _fifo_entry(w)
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=entry.size, depth=self.depth)
-        m.d.comb += [fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
-                     self.i.ready.eq(fifo.w_rdy)]
-        head = entry(fifo.r_data)
-        pieces = w // cb
-        k = Signal(range(max(pieces, 2)))
-        taken = Signal(range(w + 1))           # bytes of the head before piece k
-        m.d.comb += taken.eq(k * cb)
-        remaining = head.bytes - taken
-        final = remaining <= cb
-        out = self.o.payload
-        m.d.comb += [self.o.valid.eq(fifo.r_rdy),
-                     out.data.eq(head.data.word_select(k, 8 * cb) if pieces > 1 else head.data),
-                     out.keep.eq(Mux(final, remaining, cb)),
-                     out.last.eq(head.last & final), out.fast.eq(head.fast),
-                     out.tag.eq(head.tag)]
-        if self.resize:
-            m.d.comb += out.resize.eq(head.resize)
-        if self.scaling:
-            m.d.comb += out.scale.eq(head.scale)
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += k.eq(k + 1)
-            with m.If(final):
-                m.d.comb += fifo.r_en.eq(1)
-                m.d.sync += k.eq(0)
-        return m
 
 
 class AcceleratorTop(wiring.Component):
@@ -190,19 +139,17 @@ class AcceleratorTop(wiring.Component):
 
         cores, feeds, repliers = [], [], []
         for k in range(n):
-            feed = CoreFeed(w, self.input_fifo_bytes // w, resize=bool(self.resample_taps),
-                            scaling=self.scaling)
-            core = JpegCore(self.max_width, self.max_height, feed.core_bytes, TAG_BITS,
-                            resample_taps=self.resample_taps, resample_max=self.resample_max,
-                            resample_lanes=self.resample_lanes, scaling=self.scaling)
-            m.submodules[f"core{k}"] = ResetInserter(reset)(core)
-            m.submodules[f"feed{k}"] = ResetInserter(reset)(feed)
+            # the same lane (input FIFO, then the core) as the standalone JpegDecoder's
+            lane = DecoderLane(w, self.input_fifo_bytes // w, self.max_width, self.max_height,
+                               TAG_BITS, resample_taps=self.resample_taps,
+                               resample_max=self.resample_max,
+                               resample_lanes=self.resample_lanes, scaling=self.scaling)
+            m.submodules[f"core{k}"] = ResetInserter(reset)(lane)
             replier = JpegReplier(self.reply_payload, w)
             m.submodules[f"reply{k}"] = replier
-            wiring.connect(m, feed.o, core.i)
-            wiring.connect(m, core.o, replier.i)
-            cores.append(core)
-            feeds.append(feed)
+            wiring.connect(m, lane.o, replier.i)
+            cores.append(lane.core)
+            feeds.append(lane)
             repliers.append(replier)
 
         # ---- Requests: each file's beats to the core it names ------------------------------
@@ -240,7 +187,7 @@ class AcceleratorTop(wiring.Component):
                     m.d.sync += [refuse.valid.eq(1), refuse.payload.status.eq(Status.GAP),
                                  refuse.payload.opcode.eq(h.opcode),
                                  refuse.payload.tag.eq(h.tag)]
-            entry = _fifo_entry(w)
+            entry = lane_entry(w)
             to_core = entry(Signal(entry.size))
             m.d.comb += [to_core.data.eq(beat.data),
                          to_core.bytes.eq(Mux(beat.last & (rest != 0), rest, w)),

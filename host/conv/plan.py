@@ -141,6 +141,9 @@ class Tile:
 
 @dataclass(frozen=True)
 class Plan:
+    """A layer's tiling (tile height, width, input channels, loop order) and its predicted
+    cycles: what the planner chooses per layer and what the runner and the engine follow."""
+
     layer: LayerShape
     th: int
     tw: int

@@ -131,6 +131,10 @@ def _longest_first(job):
 
 
 class Board(Device):
+    """A device behind a link: a real board or the simulated one, through the same
+    transports.  It keeps every core fed within its input FIFO, resubmits what a damaged or
+    lost frame spoiled, and returns each job's reply in submission order."""
+
     def __init__(self, transport, *, timeout=30.0, retries=3, window=None, verify=None,
                  owner=None, pace=None, link_bytes=None):
         self.transport = transport

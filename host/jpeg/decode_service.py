@@ -32,6 +32,9 @@ _OK = JpegStatus.OK
 
 @dataclass
 class DecodeResult:
+    """The service's verdict on one file (ok, fallback or error, and why), with its pixels:
+    what a user of the service sees, whichever device decoded it."""
+
     index: int                         # position in the submitted sequence
     name: str                          # the file's path, or "#index" for bytes
     status: str                        # "ok" | "fallback" | "error"

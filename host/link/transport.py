@@ -104,6 +104,9 @@ class Transport:
 
 
 class TcpTransport(Transport):
+    """A TCP socket: the simulated board's link (``tcp:HOST:PORT``), reliable, with flow
+    control."""
+
     reliable = True
     flow_control = True
 
@@ -125,6 +128,9 @@ class TcpTransport(Transport):
 
 
 class SerialTransport(Transport):
+    """A UART (``serial:PORT[@BAUD]``): a board's link, or the simulated board's pty;
+    no flow control towards the device, so the frame link paces its requests."""
+
     reliable = False
     flow_control = False    # a board's UART: no CTS, its FIFO overflows if the host runs ahead
     eof_on_zero = False     # a raw tty with VMIN=0 reads 0 bytes when there is nothing yet

@@ -1,4 +1,8 @@
-"""``cores`` decoder cores behind one input and one output.
+"""``cores`` decoder cores behind one input and one output: the standalone decoder of
+``dlforge gen jpeg`` and of the core tests, built of the accelerator top's own lanes
+(:class:`~dlforge.rtl.jpeg.lane.DecoderLane`: a core's input FIFO, then the core), so that
+the tests exercise what the board carries.  Only the output differs: the top frames each
+core's results itself (a replier per lane), here one stream merges them.
 
 Input beats name their core (``dest``); each core has a small input FIFO, so the sender can
 interleave chunks of several files (one per core) and keep every core busy while the link
@@ -14,12 +18,11 @@ waits stops reading its input, its FIFO fills, and the beats another core still 
 stuck behind it on the link.
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring, stream
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .core import JpegCore
+from .lane import DecoderLane
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .packets import input_layout, output_layout
 
@@ -27,13 +30,18 @@ __all__ = ["JpegDecoder"]
 
 
 class JpegDecoder(wiring.Component):
+    """The decoder as a block of its own (no link): for a design that feeds the cores from
+    its own stream, and the unit the core tests and `dlforge bench jpeg` drive directly."""
+
     def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
                  input_bytes=1, tag_bits=8, input_fifo_depth=64):
         if cores < 1:
             self._MustUse__silence = True
             raise ValueError(f"cores must be at least 1, not {cores}")
-        self.cores = [JpegCore(max_width, max_height, input_bytes, tag_bits)
+        # the board's lanes (input FIFO, then the core), as the accelerator top has them
+        self.lanes = [DecoderLane(input_bytes, input_fifo_depth, max_width, max_height, tag_bits)
                       for _ in range(cores)]
+        self.cores = [lane.core for lane in self.lanes]
         self.max_width, self.max_height = max_width, max_height
         self.input_bytes, self.tag_bits = input_bytes, tag_bits
         self.input_fifo_depth = input_fifo_depth
@@ -47,36 +55,38 @@ class JpegDecoder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n = len(self.cores)
-        for k, core in enumerate(self.cores):
-            m.submodules[f"core{k}"] = core
-        if n == 1:
-            core, = self.cores
-            wiring.connect(m, wiring.flipped(self.i), core.i)
-            wiring.connect(m, core.o, wiring.flipped(self.o))
-            m.d.comb += [self.busy.eq(core.busy), self.images.eq(core.images),
-                         self.errors.eq(core.errors)]
-            return m
-
-        core_layout = input_layout(self.input_bytes, self.tag_bits)
-        after = Signal(range(n))            # round-robin: the core after the last one served
-        for k, core in enumerate(self.cores):
-            fifo = SyncFIFOBuffered(width=core_layout.size, depth=self.input_fifo_depth)
-            m.submodules[f"fifo{k}"] = fifo
-            beat = core_layout(fifo.w_data)
-            for name, _ in core_layout:
-                m.d.comb += beat[name].eq(self.i.payload[name])
+        n = len(self.lanes)
+        for k, lane in enumerate(self.lanes):
+            m.submodules[f"core{k}"] = lane
+        for k, lane in enumerate(self.lanes):
+            beat = lane.i.payload
+            m.d.comb += [beat.data.eq(self.i.payload.data), beat.bytes.eq(self.i.payload.keep),
+                         beat.last.eq(self.i.payload.last), beat.fast.eq(self.i.payload.fast),
+                         beat.tag.eq(self.i.payload.tag), self.busy[k].eq(lane.core.busy)]
             # A dest beyond the last core goes to the last core rather than nowhere.
-            routed_here = (self.i.payload.dest == k) if k < n - 1 else (self.i.payload.dest >= k)
-            m.d.comb += [fifo.w_en.eq(self.i.valid & routed_here),
-                         core.i.payload.eq(fifo.r_data), core.i.valid.eq(fifo.r_rdy),
-                         fifo.r_en.eq(core.i.ready),
-                         self.busy[k].eq(core.busy)]
+            if n == 1:
+                routed_here = Const(1)
+            else:
+                routed_here = ((self.i.payload.dest == k) if k < n - 1
+                               else (self.i.payload.dest >= k))
+            m.d.comb += lane.i.valid.eq(self.i.valid & routed_here)
             with m.If(routed_here):
-                m.d.comb += self.i.ready.eq(fifo.w_rdy)
+                m.d.comb += self.i.ready.eq(lane.i.ready)
+        if n == 1:
+            wiring.connect(m, self.lanes[0].o, wiring.flipped(self.o))
+        else:
+            self._merge_outputs(m, self.lanes)
+        m.d.comb += [self.images.eq(sum(lane.core.images for lane in self.lanes)),
+                     self.errors.eq(sum(lane.core.errors for lane in self.lanes))]
+        return m
+
+    def _merge_outputs(self, m, cores):
+        """Round robin among the lanes with a beat to give; a beat offered stays offered."""
+        n = len(cores)
+        after = Signal(range(n))            # round-robin: the core after the last one served
         pending = Signal(n)
         chosen = Signal(range(n))
-        m.d.comb += pending.eq(Cat(core.o.valid for core in self.cores))
+        m.d.comb += pending.eq(Cat(core.o.valid for core in cores))
         for offset in reversed(range(n)):       # the first pending core from `after` wins
             candidate = Signal(range(n), name=f"candidate{offset}")
             m.d.comb += candidate.eq(Mux(after + offset >= n, after + offset - n, after + offset))
@@ -88,12 +98,9 @@ class JpegDecoder(wiring.Component):
         serving = Signal(range(n))
         m.d.comb += serving.eq(Mux(held, held_core, chosen))
         m.d.sync += [held.eq(self.o.valid & ~self.o.ready), held_core.eq(serving)]
-        for k, core in enumerate(self.cores):
+        for k, core in enumerate(cores):
             with m.If(serving == k):
                 m.d.comb += [self.o.payload.eq(core.o.payload), core.o.ready.eq(self.o.ready)]
         m.d.comb += self.o.valid.eq(pending.any())
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += after.eq(Mux(serving == n - 1, 0, serving + 1))
-        m.d.comb += [self.images.eq(sum(c.images for c in self.cores)),
-                     self.errors.eq(sum(c.errors for c in self.cores))]
-        return m

@@ -17,6 +17,9 @@ __all__ = ["EngineModel", "EngineError"]
 
 
 class EngineError(Exception):
+    """A descriptor the engine refuses, with the engine's own error code, so tests can
+    check that the RTL refuses the same descriptors with the same code."""
+
     def __init__(self, code):
         super().__init__(f"descriptor refused: {E(code).name}")
         self.code = E(code)
@@ -27,6 +30,10 @@ def _signed(value, bits):
 
 
 class EngineModel:
+    """The engine word by word: the same descriptors and buffers as the RTL, so that a
+    testbench can compare the engine's outputs and refusals with it, not only a layer's
+    result."""
+
     def __init__(self, cfg):
         self.cfg = cfg
         r, c = cfg.rows, cfg.cols

@@ -53,6 +53,9 @@ def component_sizes(headers, scale):
 
 @dataclass
 class Decoded:
+    """The model's result for one file: its pixels, the headers they came from, and where the
+    file ended (so a test can compare a core's trailer and output size with the model's)."""
+
     pixels: np.ndarray        # (height, width, 3) uint8
     headers: object
     end: int                  # offset just past EOI

@@ -32,6 +32,9 @@ class JpegDecodeError(Exception):
 
 @dataclass
 class Component:
+    """One frame component as SOF and SOS give it: its sampling factors and the tables it
+    uses, which the entropy decoder and the upsampler both need."""
+
     ident: int
     h: int
     v: int
@@ -60,6 +63,9 @@ class HuffmanTable:
 
 @dataclass
 class Headers:
+    """Everything the headers of one file say, parsed with the same limits as the gateware's
+    marker parser, so that the model refuses exactly what the core refuses."""
+
     width: int
     height: int
     sof: int

@@ -1,0 +1,99 @@
+"""One decoder lane: a core's input FIFO, filled a link beat (W bytes) a clock and emptied
+into the core's own beats, then the core.  The accelerator top carries one lane per core
+behind its link, and :class:`~dlforge.rtl.jpeg.decoder.JpegDecoder` (``dlforge gen jpeg``,
+the core tests) is the same lanes behind a plain stream: so what the tests exercise is what
+the board ships.
+"""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from ..link.jpeg_reply import TAG_BITS
+from .core import JpegCore
+from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
+from .packets import input_layout, output_layout
+
+__all__ = ["DecoderLane", "CoreFeed", "lane_entry"]
+
+
+def lane_entry(w, tag_bits=TAG_BITS):
+    """A lane's input beat: up to ``w`` bytes of one file (``bytes`` of them valid), its
+    flags from the request's status byte, and its tag."""
+    return data.StructLayout({"data": 8 * w, "bytes": range(w + 1), "last": 1, "fast": 1,
+                              "resize": 1, "scale": 1, "tag": tag_bits})
+
+
+class CoreFeed(wiring.Component):
+    """One core's input: W-byte link beats queued (a W-wide FIFO, filled at link speed),
+    then taken apart into the core's 4-byte beats (W = 1: the core's byte beats)."""
+
+    def __init__(self, link_bytes, depth, resize=False, scaling=False, tag_bits=TAG_BITS):
+        self.link_bytes, self.depth, self.resize = link_bytes, depth, resize
+        self.scaling, self.tag_bits = scaling, tag_bits
+        self.core_bytes = 1 if link_bytes == 1 else 4
+        super().__init__({"i": In(stream.Signature(lane_entry(link_bytes, tag_bits))),
+                          "o": Out(stream.Signature(input_layout(self.core_bytes, tag_bits,
+                                                                 resize=resize,
+                                                                 scaling=scaling)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        w, cb = self.link_bytes, self.core_bytes
+        entry = lane_entry(w, self.tag_bits)
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=entry.size, depth=self.depth)
+        m.d.comb += [fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
+                     self.i.ready.eq(fifo.w_rdy)]
+        head = entry(fifo.r_data)
+        pieces = w // cb
+        k = Signal(range(max(pieces, 2)))
+        taken = Signal(range(w + 1))           # bytes of the head before piece k
+        m.d.comb += taken.eq(k * cb)
+        remaining = head.bytes - taken
+        final = remaining <= cb
+        out = self.o.payload
+        m.d.comb += [self.o.valid.eq(fifo.r_rdy),
+                     out.data.eq(head.data.word_select(k, 8 * cb) if pieces > 1 else head.data),
+                     out.keep.eq(Mux(final, remaining, cb)),
+                     out.last.eq(head.last & final), out.fast.eq(head.fast),
+                     out.tag.eq(head.tag)]
+        if self.resize:
+            m.d.comb += out.resize.eq(head.resize)
+        if self.scaling:
+            m.d.comb += out.scale.eq(head.scale)
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += k.eq(k + 1)
+            with m.If(final):
+                m.d.comb += fifo.r_en.eq(1)
+                m.d.sync += k.eq(0)
+        return m
+
+
+class DecoderLane(wiring.Component):
+    """A core and its feed (:class:`CoreFeed`): the unit the top and the standalone decoder
+    both repeat per core.  ``feed`` and ``core`` stay reachable for their counters; the
+    caller resets the lane as a whole."""
+
+    def __init__(self, link_bytes=1, fifo_depth=64, max_width=DEFAULT_MAX_WIDTH,
+                 max_height=DEFAULT_MAX_HEIGHT, tag_bits=TAG_BITS, resample_taps=0,
+                 resample_max=None, resample_lanes=None, scaling=False):
+        self.feed = CoreFeed(link_bytes, fifo_depth, resize=bool(resample_taps),
+                             scaling=scaling, tag_bits=tag_bits)
+        options = {"resample_taps": resample_taps, "scaling": scaling}
+        if resample_max is not None:
+            options["resample_max"] = resample_max
+        if resample_lanes is not None:
+            options["resample_lanes"] = resample_lanes
+        self.core = JpegCore(max_width, max_height, self.feed.core_bytes, tag_bits, **options)
+        super().__init__({"i": In(stream.Signature(lane_entry(link_bytes, tag_bits))),
+                          "o": Out(stream.Signature(output_layout(tag_bits)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.feed = self.feed
+        m.submodules.core = self.core
+        wiring.connect(m, wiring.flipped(self.i), self.feed.i)
+        wiring.connect(m, self.feed.o, self.core.i)
+        wiring.connect(m, self.core.o, wiring.flipped(self.o))
+        return m
