@@ -40,6 +40,10 @@ ENGINE_HOLD = 64
 
 
 class AcceleratorTop(wiring.Component):
+    """The whole accelerator behind one host link, independent of how the link reaches the
+    host: a board (UART), the AXI export or a simulation wraps this same component, so that
+    what is tested is what is built."""
+
     def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
                  max_payload=MAX_PAYLOAD, input_fifo_bytes=64, conv=None, reply_payload=None,
                  register_port=False, link_bytes=1, engine_clock=False, resample_taps=0,
