@@ -9,11 +9,13 @@ and driven over a local socket by the host runtime), then:
    gives the device's pixels per clock from its own CYCLES register (first request to last
    reply) next to each core's own count per file;
 2. streams the same photos as fixed-size uint8 batches through the PyTorch loader (resized on
-   the host), each image compared with libjpeg-turbo's decode put through the same resize;
+   the host), each image compared with an independent reference: Pillow's decode, resize
+   and centre crop (the loader resizes in float32, Pillow in integers: within 1);
 3. runs a ResNet-18 convolution layer (random int8 tensors) on the board's engine and compares
    it bit for bit with the golden model;
 
-and prints the summary.  Exit status 1 if anything differs.
+and prints the summary, ending with one line ``demo: ok: ...`` or ``demo: FAILED: ...``.  Exit
+status 1 if anything differs.
 """
 
 import argparse
@@ -35,11 +37,12 @@ def _layout(data):
 
 def demo_files(folder, photos=4):
     """Paths of the demo's inputs: skimage's JPEG files, plus ``photos`` photo-corpus files."""
-    from dlforge.sim.corpus import jpeg_corpus, photos
+    from dlforge.sim.corpus import jpeg_corpus
+    from dlforge.sim.corpus import photos as shipped   # (not the ``photos`` count)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, data in photos.shipped_jpegs():
+    for name, data in shipped.shipped_jpegs():
         paths.append(folder / name)
         paths[-1].write_bytes(data)
     corpus = jpeg_corpus.photo_corpus()
@@ -79,20 +82,45 @@ def conv_demo(board, names=CONV_LAYERS, seed=2):
     return rows
 
 
+def _pillow_reference(path, size):
+    """Pillow's decode and Pillow's bilinear resize (antialiased, 8-bit integer arithmetic),
+    the shorter side to ``size`` and the centre crop, as torchvision's ``Resize`` +
+    ``CenterCrop`` on Pillow: (size, size, 3) uint8.  Independent of the loader, whose
+    ``resize_image`` resizes on float32 tensors."""
+    import numpy as np
+    from PIL import Image
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        w, h = im.size
+        nh, nw = (size, int(size * w / h)) if h <= w else (int(size * h / w), size)
+        if (nw, nh) != (w, h):
+            im = im.resize((nw, nh), Image.Resampling.BILINEAR)
+        top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))
+        return np.asarray(im)[top:top + size, left:left + size]
+
+
+#: The loader's float32 resize and Pillow's integer one round apart by at most this much.
+STREAM_TOLERANCE = 1
+
+
 def stream_demo(service, folder, batch=4, size=128):
-    """Batches through the loader; each image against libjpeg-turbo + the same resize."""
-    import simplejpeg
-    import torch
-    from dlforge.host.jpeg.loader import JpegBatches, resize_image
+    """Batches through the loader; each image against Pillow's decode + resize + crop (an
+    independent reference: equal within :data:`STREAM_TOLERANCE`)."""
+    import numpy as np
+    from dlforge.host.jpeg.loader import JpegBatches
     loader = JpegBatches(folder, batch, size=size, layout="NCHW", service=service)
-    exact = total = 0
+    close = exact = total = max_diff = 0
     for b in loader:
         for image, name in zip(b.images, b.names):
-            ref = simplejpeg.decode_jpeg(Path(name).read_bytes(), colorspace="RGB",
-                                         fastdct=False, fastupsample=False)
-            exact += bool(torch.equal(image, resize_image(ref, size)))
+            ref = _pillow_reference(name, size).astype(np.int16)
+            got = image.permute(1, 2, 0).numpy().astype(np.int16)
+            diff = int(np.abs(got - ref).max()) if got.shape == ref.shape else 255
+            max_diff = max(max_diff, diff)
+            close += diff <= STREAM_TOLERANCE
+            exact += diff == 0
             total += 1
-    return {"images": total, "bit_exact": exact, "batches": loader.stats["batches"],
+    return {"images": total, "within_tolerance": close, "tolerance": STREAM_TOLERANCE,
+            "bit_exact": exact, "max_diff": max_diff, "batches": loader.stats["batches"],
             "ok": loader.stats["ok"], "fallback": loader.stats["fallback"],
             "error": loader.stats["error"], "batch": batch, "size": size}
 
@@ -158,8 +186,9 @@ def main(argv=None):
         print(f"stream: {stream['images']} images in {stream['batches']} batches of "
               f"{stream['batch']} x 3 x {stream['size']} x {stream['size']} uint8; "
               f"{stream['ok']} decoded on the board, {stream['fallback']} fallback, "
-              f"{stream['error']} error; {stream['bit_exact']} equal to libjpeg-turbo + the "
-              f"same resize\n")
+              f"{stream['error']} error; {stream['within_tolerance']} within "
+              f"{stream['tolerance']} of Pillow's decode + resize + crop (largest difference "
+              f"{stream['max_diff']}; {stream['bit_exact']} equal)\n")
     conv_rows = [] if args.skip_conv else conv_demo(board)
     counters = board.counters()
     board.close()
@@ -176,8 +205,14 @@ def main(argv=None):
         print("\n(cycles: the engine fed directly by the planner's cycle model, the engine's "
               "own counter, and the device's span from the first word in to the last result "
               "out; utilisation at the device's interface)")
-    ok = (all(w["bit_exact"] for w in rows) and stream["bit_exact"] == stream["images"]
+    ok = (all(w["bit_exact"] for w in rows) and stream["within_tolerance"] == stream["images"]
           and all(c["bit_exact"] for c in conv_rows))
+    if not args.json:
+        print(f"\ndemo: {'ok' if ok else 'FAILED'}: {sum(w['bit_exact'] for w in rows)} of "
+              f"{len(rows)} images bit-exact, {stream['within_tolerance']} of "
+              f"{stream['images']} stream images within {stream['tolerance']}, "
+              f"{sum(c['bit_exact'] for c in conv_rows)} of {len(conv_rows)} convolution "
+              f"layers bit-exact")
     return 0 if ok else 1
 
 
