@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -m "not slow and not verilator and not icarus"
