@@ -219,9 +219,6 @@ def _bench(args, progress):
         raise ValueError(f"{block.name} has no benchmark")
     params = block.full_params(_block_params(block, args))
     component = block.build(**params)
-    # (built for its testbench parameters; the bench elaborates it, unless an error in the
-    # options stops the command first: no "created but never used" warning then)
-    component._MustUse__silence = True
     testcase, overrides = block.bench
     tb = block.tb_params(component) | overrides
     if args.corpus:
