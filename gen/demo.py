@@ -28,11 +28,8 @@ __all__ = ["main"]
 
 def _layout(data):
     from dlforge.sim.models.jpeg_parse import parse_headers
-    h = parse_headers(data)
-    if len(h.components) == 1:
-        return "gray"
-    return {(1, 1): "4:4:4", (2, 1): "4:2:2", (1, 2): "4:4:0",
-            (2, 2): "4:2:0"}[(h.components[0].h, h.components[0].v)]
+    layout = parse_headers(data).layout
+    return ":".join(layout) if layout.isdigit() else layout      # "420" -> "4:2:0"
 
 
 def demo_files(folder, photos=4):

@@ -117,3 +117,16 @@ def test_status_codes_are_stable():
     assert S.UNSUPPORTED_DNL.unsupported and not S.UNSUPPORTED_DNL.malformed
     assert S.TRUNCATED.malformed and not S.OK.unsupported
     assert len({int(s) for s in S}) == len(S)
+
+
+def test_layout_agrees_with_the_independent_marker_walker():
+    """Headers.layout (what benches group files by) against sim/corpus's own reading of the
+    same bytes, on every layout of the quick corpus."""
+    from dlforge.sim.corpus import jpeg_corpus
+    seen = set()
+    for f in jpeg_corpus.baseline_corpus("quick"):
+        want = f.features.get("layout")
+        if want in ("gray", "4:4:4", "4:2:2", "4:4:0", "4:2:0"):
+            assert parse_headers(f.data).layout == want.replace(":", ""), f.name
+            seen.add(want)
+    assert len(seen) == 5

@@ -53,13 +53,9 @@ def _layout(data):
     """The file's chroma layout (420, 422, 440, 444, gray; "-" for a file not parsed)."""
     from dlforge.sim.models.jpeg_parse import JpegDecodeError, parse_headers
     try:
-        h = parse_headers(data)
+        return parse_headers(data).layout
     except JpegDecodeError:
         return "-"
-    if len(h.components) == 1:
-        return "gray"
-    return {(1, 1): "444", (2, 1): "422", (1, 2): "440", (2, 2): "420"}.get(
-        (h.components[0].h, h.components[0].v), "-")
 
 
 def _reference(named):

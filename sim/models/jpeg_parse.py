@@ -87,6 +87,16 @@ class Headers:
         return max(c.v for c in self.components)
 
     @property
+    def layout(self):
+        """The chroma layout by the first component's sampling factors: "gray", "444",
+        "422", "440", "420", or "-" for another (what benches and tables group files by)."""
+        if len(self.components) == 1:
+            return "gray"
+        first = self.components[0]
+        return {(1, 1): "444", (2, 1): "422", (1, 2): "440", (2, 2): "420"}.get(
+            (first.h, first.v), "-")
+
+    @property
     def mcu_grid(self):
         """(MCUs across, MCUs down): a lone component's MCU is one block (T.81 A.2.2)."""
         if len(self.components) == 1:

@@ -98,13 +98,9 @@ def _libjpeg_c(data, mode):
 
 def _layout(data):
     try:
-        h = parse_headers(data)
+        return parse_headers(data).layout
     except JpegDecodeError:
         return "-"
-    if len(h.components) == 1:
-        return "gray"
-    return {(1, 1): "444", (2, 1): "422", (1, 2): "440", (2, 2): "420"}[(h.components[0].h,
-                                                                        h.components[0].v)]
 
 
 @cocotb.test()
