@@ -21,6 +21,8 @@ import gc
 import time
 from pathlib import Path
 
+from dlforge.host.jpeg.scaled_decode import scaled_decode
+
 __all__ = ["bench_loader", "bench_loader_both", "default_files", "HOST_BUDGET"]
 
 #: The host's CPU per image on the device path may be at most this share of libjpeg-turbo's
@@ -35,21 +37,19 @@ def default_files(folder="build/bench/loader"):
 
 
 def _libjpeg_cpu(datas, repeat):
-    import simplejpeg
     best = []
     for data in datas:
         times = []
         for _ in range(repeat):
             t = time.process_time()
-            simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False)
+            scaled_decode(data, 1)
             times.append(time.process_time() - t)
         best.append(sorted(times)[len(times) // 2])
     return best
 
 
 def _references(datas):
-    import simplejpeg
-    return [simplejpeg.decode_jpeg(d, colorspace="RGB", fastdct=False, fastupsample=False)
+    return [scaled_decode(d, 1)
             for d in datas]
 
 
