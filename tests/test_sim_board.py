@@ -171,7 +171,6 @@ def test_fault_injection_wide_link(default_build, photo, fault):
             crc_errors, header_errors = _retried(link, decoder, Register.CRC_ERRORS, 2)
             assert crc_errors + header_errors > 0
             # the next file on each core: bit-exact or visibly damaged, never another's
-            board_stats = None
             for core in (0, 1):
                 for attempt in range(20):
                     tag = 3000 + 10 * core + attempt

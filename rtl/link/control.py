@@ -17,7 +17,7 @@ beat of a data-path reply leaves: the device's own view of when work came and we
 accelerator top's ``SPAN_START``/``SPAN_END`` registers).
 """
 
-from amaranth import Cat, Module, Signal
+from amaranth import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 

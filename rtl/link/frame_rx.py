@@ -22,7 +22,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .crc import CRC16, CRC32, Crc, crc_of
-from .protocol import (HEADER_BYTES, LINK_WIDTHS, MAGIC, MAX_PAYLOAD, Status, header_beats,
+from .protocol import (LINK_WIDTHS, MAGIC, MAX_PAYLOAD, Status, header_beats,
                        trailer_beats)
 
 __all__ = ["FrameReceiver", "FrameHeader", "rx_beat_layout", "ErrorEvent", "header_fields"]
