@@ -448,6 +448,87 @@ class RetimedLoop2(RetimedShortShiftLoop):
         return m
 
 
+
+#: A speculative entry per bit offset: per class, the bits the symbol there takes (5) and
+#: whether it ends the block (1).
+ChaseEntry = data.StructLayout({"dc": 6, "ac": 6})
+
+
+class PointerChaseLoop(wiring.Component):
+    """Speculative decode: every bit offset of the window has its entry (total bits,
+    end of block) before the loop gets there, so the loop is a pointer chase: the entry at
+    the pointer, the pointer plus its total, and the window and entries moved on by the whole
+    bytes passed.  The entries come in from ports here: what produces them (a table lookup per
+    offset and class, ``new`` offsets a clock) is the speculative design's area, not its
+    clock."""
+    new_entries: In(data.ArrayLayout(ChaseEntry, 24))
+    rec: Out(5 + 6 + 1)
+
+    def __init__(self, offsets=32):
+        self.offsets = offsets
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        S = self.offsets
+        PE = ChaseEntry
+        ents = Signal(data.ArrayLayout(PE, S + 24))
+        p = Signal(5)                   # bit offset of the next symbol within the entries
+        is_dc = Signal(init=1)
+        pick = kept(m, Array(ents[j].as_value() for j in range(S))[p], "pick", PE.size)
+        e = data.View(PE, pick)
+        step = Mux(is_dc, e.dc, e.ac)
+        nxt = Signal(7)
+        m.d.comb += nxt.eq(p + step[:5])
+        m.d.sync += [p.eq(nxt[:3]), is_dc.eq(Mux(is_dc, 0, step[5]))]
+        # the entries move on by the bytes passed (0 to 3), the new ones come in behind
+        whole = Cat(ents.as_value(), self.new_entries.as_value())
+        moved = Array(whole[8 * b * PE.size:][:(S + 24) * PE.size] for b in range(4))[nxt[3:5]]
+        m.d.sync += ents.eq(moved)
+        m.d.sync += self.rec.eq(Cat(step[:5], p, is_dc))
+        return m
+
+
+
+class PointerChaseRing(wiring.Component):
+    """PointerChaseLoop with the entries in a ring of 64 registers: the loop's pointer runs
+    round the ring and nothing moves; the producer writes the next byte's 8 entries behind it
+    while it keeps ahead of the pointer (checked from registers, a clock late, with room to
+    spare)."""
+    new_entries: In(data.ArrayLayout(ChaseEntry, 8))
+    new_valid: In(1)
+    new_ready: Out(1)
+    rec: Out(5 + 6 + 1)
+
+    def elaborate(self, platform):
+        m = Module()
+        ring = [Signal(ChaseEntry, name=f"ent{j}") for j in range(64)]
+        p = Signal(6)
+        wr = Signal(3)                  # the next byte slot of the ring to write
+        is_dc = Signal(init=1)
+        # the 64:1 pick as three kept 4:1 stages (a LUT pair and its PFUMX per bit each);
+        # left to itself ABC makes a chain of seven LUTs of it
+        level = [r.as_value() for r in ring]
+        for stage in range(3):
+            sel = p[2 * stage:2 * stage + 2]
+            level = [kept(m, Array(level[4 * i:4 * i + 4])[sel], f"pick{stage}_{i}",
+                          ChaseEntry.size) for i in range(len(level) // 4)]
+        e = data.View(ChaseEntry, level[0])
+        step = Mux(is_dc, e.dc, e.ac)
+        m.d.sync += [p.eq(p + step[:5]), is_dc.eq(Mux(is_dc, 0, step[5]))]
+        # room: the byte slot written must stay out of the pointer's next 32 bits
+        ahead = Signal(3)
+        m.d.sync += ahead.eq(wr - p[3:])
+        m.d.comb += self.new_ready.eq(ahead < 4)
+        with m.If(self.new_valid & self.new_ready):
+            m.d.sync += wr.eq(wr + 1)
+            for slot in range(8):
+                with m.If(wr == slot):
+                    m.d.sync += [ring[8 * slot + j].eq(self.new_entries[j]) for j in range(8)]
+        m.d.sync += self.rec.eq(Cat(step[:5], p, is_dc))
+        return m
+
+
 #: name -> (kernel, parameters, what it is)
 VARIANTS = {
     "single_t8": (LookaheadLoop, {"bits": 8}, "one context, 8-bit table, 27-bit shift, refill in the loop"),
@@ -461,6 +542,9 @@ VARIANTS = {
     "retimed_t7": (RetimedLoop2, {"bits": 7}, "... 7-bit table"),
     "retimed_t6": (RetimedLoop2, {"bits": 6}, "... 6-bit table"),
     "two_t8_refill_late": (TwoContextLoop, {"bits": 8}, "two contexts, two stages, refill in the shift stage"),
+    "chase_32": (PointerChaseLoop, {"offsets": 32},
+                 "speculative: entries at every offset made ahead, the loop a pointer chase"),
+    "chase_ring": (PointerChaseRing, {}, "... entries in a ring of 64: nothing moves in the loop"),
     "two_t8": (TwoContextLoop2, {"bits": 8}, "two contexts, two stages, refill in the lookup stage"),
 }
 
