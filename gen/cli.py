@@ -72,12 +72,14 @@ def cmd_sim(args):
 
 
 def cmd_synth(args):
-    from ..boards.ooc import synthesize
+    from ..boards.ooc import DEVICES, synthesize
     block = get_block(args.block)
     params = block.full_params(_block_params(block, args))
     top = block.module_name(params)
     out_dir = args.output or f"build/synth/{top}-{args.device}"
     _check_plot(args.plot, None)
+    if args.plot and DEVICES[args.device][1] is None:
+        raise ValueError(f"--plot draws Fmax, which {args.device} (synthesis only) has not")
     with _progress(f"dlforge synth {block.name}") as progress:
         progress.phase("elaborating")
         figures = synthesize(block.build(**params), top, out_dir, device=args.device,
@@ -89,6 +91,10 @@ def cmd_synth(args):
         print(f"plot: {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps(figures, indent=2))
+    elif figures.get("projection"):
+        print(f"{top} on {args.device} (projection: {figures['projection']}): "
+              f"{figures['luts']} LUT6, {figures['ffs']} FF, {figures['lutram']} LUT as memory, "
+              f"{figures['bram']} BRAM36, {figures['uram']} URAM, {figures['dsp']} DSP48E2")
     else:
         print(f"{top} on {args.device}: {figures['luts']} LUT4, {figures['ffs']} FF, "
               f"{figures['lutram']} LUT-RAM, {figures['bram']} block RAM, {figures['dsp']} DSP; "
@@ -368,7 +374,8 @@ def build_parser():
 
     from ..boards.ooc import DEVICES
     synth = sub.add_parser("synth", help="out-of-context synthesis, place and route of a block "
-                                         "(YoWASP yosys + nextpnr): resources and Fmax")
+                                         "(YoWASP yosys + nextpnr): resources and Fmax; "
+                                         "xcup (UltraScale+): synthesis only, a projection")
     synth.add_argument("block", choices=BLOCKS())
     synth.add_argument("--device", choices=tuple(DEVICES), default="ecp5-85f")
     synth.add_argument("--freq", type=float, default=100.0, help="target clock in MHz")

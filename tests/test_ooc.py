@@ -27,3 +27,23 @@ def test_unknown_device(tmp_path):
 
 def test_devices_cover_the_boards_we_target():
     assert {"ecp5-85f", "ice40-up5k"} <= set(DEVICES)
+
+
+def test_ultrascale_plus_is_a_projection(tmp_path):
+    """xcup: yosys synth_xilinx's cells counted, no place-and-route, and said so."""
+    figures = synthesize(Narrow(unsigned(8), 8, 2), "narrow", tmp_path, device="xcup")
+    assert figures["device"] == "xcup" and "synthesis only" in figures["projection"]
+    assert figures["fmax_mhz"] is None and figures["meets_timing"] is None
+    assert 64 <= figures["ffs"] < 200          # the 64-bit holding register and a few more
+    assert 0 < figures["luts"] < 200
+    assert figures["dsp"] == figures["bram"] == figures["uram"] == figures["lutram"] == 0
+    assert (tmp_path / "stat.json").exists()
+
+
+def test_synth_command_prints_a_projection(tmp_path, capsys):
+    from dlforge.gen.cli import main
+    assert main(["synth", "idct", "--device", "xcup", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "projection" in out and "LUT6" in out and "DSP48E2" in out
+    with pytest.raises(SystemExit):
+        main(["synth", "idct", "--device", "xc7a35t"])
