@@ -28,6 +28,21 @@ from dlforge.rtl.jpeg.lutmap import kept, shift_left
 Entry = data.StructLayout({"total": 5, "run": 4, "eob": 1, "fast": 1})
 
 
+def _tables(m, kernel, shape, depth, domain="comb"):
+    """The DC and AC lookup tables of a kernel, written from its ``wr_*`` ports; returns
+    their read ports."""
+    dc = Memory(shape=shape, depth=depth, init=[])
+    ac = Memory(shape=shape, depth=depth, init=[])
+    m.submodules.dc, m.submodules.ac = dc, ac
+    for mem, isac in ((dc, 0), (ac, 1)):
+        w = mem.write_port()
+        m.d.comb += [w.en.eq(kernel.wr_en & (kernel.wr_ac == isac)), w.addr.eq(kernel.wr_addr),
+                     w.data.eq(kernel.wr_data)]
+    rdc = dc.read_port(domain=domain)          # (named here: the netlist's names stay)
+    rac = ac.read_port(domain=domain)
+    return rdc, rac
+
+
 class LookaheadLoop(wiring.Component):
     """Window shift loop with one table lookup of the top ``bits`` per symbol
     (``tables`` per class, selected by a register), LUT-RAM or EBR."""
@@ -53,16 +68,7 @@ class LookaheadLoop(wiring.Component):
         m = Module()
         B, T, W = self.bits, self.tables, self.win
         tb = (T - 1).bit_length()
-        depth = T << B
-        dc = Memory(shape=Entry, depth=depth, init=[])
-        ac = Memory(shape=Entry, depth=depth, init=[])
-        m.submodules.dc, m.submodules.ac = dc, ac
-        for mem, isac in ((dc, 0), (ac, 1)):
-            w = mem.write_port()
-            m.d.comb += [w.en.eq(self.wr_en & (self.wr_ac == isac)), w.addr.eq(self.wr_addr),
-                         w.data.eq(self.wr_data)]
-        rdc = dc.read_port(domain="sync" if self.ebr else "comb")
-        rac = ac.read_port(domain="sync" if self.ebr else "comb")
+        rdc, rac = _tables(m, self, Entry, T << B, "sync" if self.ebr else "comb")
         window = Signal(W)
         nvalid = Signal(7)
         k = Signal(6)
@@ -136,14 +142,7 @@ class TwoContextLoop(wiring.Component):
         m = Module()
         B, T, W = self.bits, self.tables, self.win
         tb = (T - 1).bit_length()
-        dc = Memory(shape=Entry, depth=T << B, init=[])
-        ac = Memory(shape=Entry, depth=T << B, init=[])
-        m.submodules.dc, m.submodules.ac = dc, ac
-        for mem, isac in ((dc, 0), (ac, 1)):
-            w = mem.write_port()
-            m.d.comb += [w.en.eq(self.wr_en & (self.wr_ac == isac)), w.addr.eq(self.wr_addr),
-                         w.data.eq(self.wr_data)]
-        rdc, rac = dc.read_port(domain="comb"), ac.read_port(domain="comb")
+        rdc, rac = _tables(m, self, Entry, T << B)
         w0, w1 = Signal(W), Signal(W)
         n0, n1 = Signal(7), Signal(7)
         d0, d1 = Signal(init=1), Signal(init=1)
@@ -183,14 +182,7 @@ class AccumulatorLoop(wiring.Component):
         m = Module()
         B, T, A = self.bits, self.tables, self.acc
         tb = (T - 1).bit_length()
-        dc = Memory(shape=Entry, depth=T << B, init=[])
-        ac = Memory(shape=Entry, depth=T << B, init=[])
-        m.submodules.dc, m.submodules.ac = dc, ac
-        for mem, isac in ((dc, 0), (ac, 1)):
-            w = mem.write_port()
-            m.d.comb += [w.en.eq(self.wr_en & (self.wr_ac == isac)), w.addr.eq(self.wr_addr),
-                         w.data.eq(self.wr_data)]
-        rdc, rac = dc.read_port(domain="comb"), ac.read_port(domain="comb")
+        rdc, rac = _tables(m, self, Entry, T << B)
         acc = Signal(A)
         n = Signal(range(A + 1))       # valid bits at the bottom of acc
         is_dc = Signal(init=1)
@@ -224,14 +216,7 @@ class TwoContextLoop2(TwoContextLoop):
         m = Module()
         B, T, W = self.bits, self.tables, self.win
         tb = (T - 1).bit_length()
-        dc = Memory(shape=Entry, depth=T << B, init=[])
-        ac = Memory(shape=Entry, depth=T << B, init=[])
-        m.submodules.dc, m.submodules.ac = dc, ac
-        for mem, isac in ((dc, 0), (ac, 1)):
-            w = mem.write_port()
-            m.d.comb += [w.en.eq(self.wr_en & (self.wr_ac == isac)), w.addr.eq(self.wr_addr),
-                         w.data.eq(self.wr_data)]
-        rdc, rac = dc.read_port(domain="comb"), ac.read_port(domain="comb")
+        rdc, rac = _tables(m, self, Entry, T << B)
         w0, w1 = Signal(W), Signal(W)
         n0, n1 = Signal(7), Signal(7)
         d0, d1 = Signal(init=1), Signal(init=1)
@@ -272,14 +257,7 @@ class ShortShiftLoop(wiring.Component):
         B, T, W = self.bits, self.tables, self.win
         E = data.StructLayout({"step": 4, "run": 4, "eob": 1, "whole": 1})
         tb = (T - 1).bit_length()
-        dc = Memory(shape=E, depth=T << B, init=[])
-        ac = Memory(shape=E, depth=T << B, init=[])
-        m.submodules.dc, m.submodules.ac = dc, ac
-        for mem, isac in ((dc, 0), (ac, 1)):
-            w = mem.write_port()
-            m.d.comb += [w.en.eq(self.wr_en & (self.wr_ac == isac)), w.addr.eq(self.wr_addr),
-                         w.data.eq(self.wr_data)]
-        rdc, rac = dc.read_port(domain="comb"), ac.read_port(domain="comb")
+        rdc, rac = _tables(m, self, E, T << B)
         window, tail = Signal(W), Signal(W)
         n = Signal(6)           # valid bits in window
         tn = Signal(6)          # valid bits in tail (just below window's)
@@ -325,9 +303,10 @@ class ShortShiftLoop(wiring.Component):
 
 
 class RetimedShortShiftLoop(wiring.Component):
-    """ShortShiftLoop with the step registered (as Vitis places it): the window is shifted by
-    the last step at the start of the clock, then looked up; the tail's alignment runs from
-    the registered step, off the loop."""
+    """The ports and parameters of the retimed loop (:class:`RetimedLoop2`): ShortShiftLoop
+    with the step registered (as Vitis places it), the window shifted by the last step at the
+    start of the clock, then looked up; the tail's alignment runs from the registered step,
+    off the loop."""
     refill_valid: In(1)
     refill_word: In(16)
     wr_en: In(1)
@@ -340,56 +319,6 @@ class RetimedShortShiftLoop(wiring.Component):
         self.bits, self.tables, self.win, self.split = bits, tables, win, split_dcac
         super().__init__()
 
-    def elaborate(self, platform):
-        m = Module()
-        B, T, W = self.bits, self.tables, self.win
-        E = data.StructLayout({"step": 4, "run": 4, "eob": 1, "whole": 1})
-        tb = (T - 1).bit_length()
-        dc = Memory(shape=E, depth=T << B, init=[])
-        ac = Memory(shape=E, depth=T << B, init=[])
-        m.submodules.dc, m.submodules.ac = dc, ac
-        for mem, isac in ((dc, 0), (ac, 1)):
-            w = mem.write_port()
-            m.d.comb += [w.en.eq(self.wr_en & (self.wr_ac == isac)), w.addr.eq(self.wr_addr),
-                         w.data.eq(self.wr_data)]
-        rdc, rac = dc.read_port(domain="comb"), ac.read_port(domain="comb")
-        window, tail = Signal(W), Signal(W)
-        step_r = Signal(4)
-        n = Signal(6)
-        has_tail = Signal()
-        is_dc = Signal(init=1)
-        k = Signal(6)
-        tsel_dc, tsel_ac = Signal(2), Signal(2)
-        go = Signal()
-        merge = Signal()          # registered: OR the tail in this clock
-        # the window as it is after the last step
-        cur = window | Mux(merge, tail, 0)
-        for b in (0, 2):
-            amt = step_r[b:b + 2]
-            cur = kept(m, Array([(cur << (j << b))[:W] for j in range(4)])[amt], f"win_s{b}", W)
-        eff = cur
-        m.d.comb += [rdc.addr.eq(Cat(eff[W - B:], tsel_dc[:tb])),
-                     rac.addr.eq(Cat(eff[W - B:], tsel_ac[:tb]))]
-        entry = data.View(E, Mux(is_dc, rdc.data.as_value(), rac.data.as_value()))
-        m.d.sync += [window.eq(eff), step_r.eq(Mux(go, entry.step, 0))]
-        # bookkeeping from the registered step (off the loop)
-        n_eff = Signal(7)
-        m.d.comb += n_eff.eq(n + Mux(merge, 16, 0) - step_r)
-        with m.If(merge | ~has_tail):
-            m.d.sync += [tail.eq(Cat(Const(0, W - 16), self.refill_word) >> n_eff[:5]),
-                         has_tail.eq(self.refill_valid)]
-        with m.Else():
-            m.d.sync += tail.eq((tail << step_r)[:W])
-        m.d.sync += [n.eq(n_eff), go.eq(n_eff >= 20), merge.eq(has_tail & (n_eff < 20))]
-        ks = k + entry.run + 1
-        done = entry.eob | ks[6]
-        with m.If(go & entry.whole):
-            m.d.sync += [k.eq(Mux(done, 0, ks[:6])), is_dc.eq(Mux(is_dc, 0, done))]
-        m.d.sync += [tsel_dc.eq(tsel_dc + done), tsel_ac.eq(tsel_ac ^ is_dc)]
-        m.d.sync += self.rec.eq(Cat(eff[W - 27:], step_r, k, is_dc))
-        return m
-
-
 
 class RetimedLoop2(RetimedShortShiftLoop):
     """RetimedShortShiftLoop with the block bookkeeping (k, DC or AC next) computed a clock
@@ -399,14 +328,7 @@ class RetimedLoop2(RetimedShortShiftLoop):
         B, T, W = self.bits, self.tables, self.win
         E = data.StructLayout({"step": 4, "run": 4, "eob": 1, "whole": 1})
         tb = (T - 1).bit_length()
-        dc = Memory(shape=E, depth=T << B, init=[])
-        ac = Memory(shape=E, depth=T << B, init=[])
-        m.submodules.dc, m.submodules.ac = dc, ac
-        for mem, isac in ((dc, 0), (ac, 1)):
-            w = mem.write_port()
-            m.d.comb += [w.en.eq(self.wr_en & (self.wr_ac == isac)), w.addr.eq(self.wr_addr),
-                         w.data.eq(self.wr_data)]
-        rdc, rac = dc.read_port(domain="comb"), ac.read_port(domain="comb")
+        rdc, rac = _tables(m, self, E, T << B)
         window, tail = Signal(W), Signal(W)
         step_r = Signal(4)
         prev = Signal(E)
