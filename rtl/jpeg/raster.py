@@ -92,14 +92,15 @@ class Raster(wiring.Component):
         fifo, advance = self._group_fifo(m)
         rd = self._reader_position(m, img, prog)
         near_far = self._chroma_lines(m, img, rd)
-        tok0 = self._read_lines(m, mem, img, prog, rd, near_far, advance)
+        issue, tok0 = self._read_lines(m, mem, img, prog, rd, near_far, advance)
         tok1, tok2, words = self._fetch_words(m, mem, advance, tok0)
         tok3, y3, cols = self._chroma_columns(m, img, advance, tok2, words)
         tok4, y4, up4 = self._upsample_chroma(m, img, advance, tok3, y3, cols)
         toks = self._colour(m, img, fifo, advance, tok4, y4, up4)
         self._output_beats(m, fifo)
 
-        self._finish_image(m, img, prog, w, rd, fifo, [tok0, tok1, tok2, tok3, tok4, *toks])
+        self._finish_image(m, img, prog, w, rd, fifo,
+                           [issue, tok0, tok1, tok2, tok3, tok4, *toks])
         return m
 
     def _line_buffers(self, m):
@@ -230,11 +231,11 @@ class Raster(wiring.Component):
     def _group_fifo(m):
         """The reader's pipeline runs only while the output FIFO has room for every group in
         flight, so that it never needs to stall stage by stage."""
-        fifo_depth = 10
+        fifo_depth = 11
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=_GroupLayout.size, depth=fifo_depth)
         # Registered (it enables every stage): one clock late, so it leaves one more slot.
         advance = Signal()
-        m.d.sync += advance.eq(fifo.level <= fifo_depth - 7)
+        m.d.sync += advance.eq(fifo.level <= fifo_depth - 8)
         return fifo, advance
 
     @staticmethod
@@ -287,7 +288,8 @@ class Raster(wiring.Component):
 
     def _read_lines(self, m, mem, img, prog, rd, near_far, advance):
         """Issue the memory reads of each line, two a group, once the rows it needs are
-        written; returns the token that goes with each read."""
+        written; returns the token of each read as it is issued and as it reaches the
+        memories (a clock later, with the read's registered address)."""
         cb_ = self.col_bits
         f, lr, cbr, crr = img.f, mem.lr, mem.cbr, mem.crr
         rk, ry, gy, rj, phase, slot3 = rd.rk, rd.ry, rd.gy, rd.rj, rd.phase, rd.slot3
@@ -305,16 +307,29 @@ class Raster(wiring.Component):
 
         chroma_col = Mux(img.hu, (rj + 1) >> 1, rj)[:cb_]
         last_group = rj + 1 == img.nwords
-        tok0 = Signal(_Tok)
+        issue = Signal(_Tok)
         remaining = (f.width - Cat(Const(0, 3), rj))[:16]
         m.d.comb += [
-            lr.addr.eq(Cat(rj[:cb_], ry[:4], rk[0])),
-            cbr.addr.eq(Cat(chroma_col, Mux(phase, far_line, r_line), Mux(phase, far_slot, slot3))),
-            crr.addr.eq(cbr.addr),
+            issue.valid.eq(running), issue.phase.eq(phase), issue.j.eq(rj),
+            issue.lower.eq(lower), issue.count.eq(Mux(remaining >= 8, 8, remaining)),
+            issue.last.eq(last_group & last_line),
+        ]
+        # S0: the reads' addresses and token registered a clock before the memories take
+        # them.  At large widths the memories are many block RAMs spread over the chip: the
+        # address arithmetic and that route do not fit in one clock together (issue 20).
+        tok0 = Signal(_Tok)
+        luma_addr = Signal(len(lr.addr))
+        chroma_addr = Signal(len(cbr.addr))
+        with m.If(advance):
+            m.d.sync += [
+                tok0.eq(issue),
+                luma_addr.eq(Cat(rj[:cb_], ry[:4], rk[0])),
+                chroma_addr.eq(Cat(chroma_col, Mux(phase, far_line, r_line),
+                                   Mux(phase, far_slot, slot3))),
+            ]
+        m.d.comb += [
+            lr.addr.eq(luma_addr), cbr.addr.eq(chroma_addr), crr.addr.eq(chroma_addr),
             lr.en.eq(advance), cbr.en.eq(advance), crr.en.eq(advance),
-            tok0.valid.eq(running), tok0.phase.eq(phase), tok0.j.eq(rj), tok0.lower.eq(lower),
-            tok0.count.eq(Mux(remaining >= 8, 8, remaining)),
-            tok0.last.eq(last_group & last_line),
         ]
         active, reader_done = img.active, prog.reader_done
         with m.If(advance):
@@ -336,7 +351,7 @@ class Raster(wiring.Component):
                              last_line.eq(gy + 1 == f.height)]
             with m.Elif(active & ~reader_done & line_ready):
                 m.d.sync += [running.eq(1), phase.eq(0), rj.eq(0)]
-        return tok0
+        return issue, tok0
 
     @staticmethod
     def _fetch_words(m, mem, advance, tok0):
@@ -491,8 +506,7 @@ class Raster(wiring.Component):
     def _finish_image(m, img, prog, w, rd, fifo, toks):
         """The image is finished when every pixel has left: only then may the next frame
         reuse the slots."""
-        pipeline_empty = ~(toks[0].valid | toks[1].valid | toks[2].valid | toks[3].valid
-                           | toks[4].valid | toks[5].valid | toks[6].valid | toks[7].valid)
+        pipeline_empty = ~Cat(*[tok.valid for tok in toks]).any()
         m.d.comb += prog.out_idle.eq(pipeline_empty & ~fifo.r_rdy & (fifo.level == 0))
         with m.If(img.active & prog.writer_done & prog.reader_done & prog.out_idle):
             m.d.sync += [img.active.eq(0), w.w_row.eq(0), prog.rows_written.eq(0),
