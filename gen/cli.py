@@ -55,9 +55,10 @@ def cmd_sim(args):
         options["seed"] = args.seed
     from dlforge.sim.tools.runner import default_simulator
     with _progress(f"dlforge sim {block.name}") as progress:
-        rows = run_regression(block.name, sim=args.sim or default_simulator(), waves=args.waves,
-                              param_sets=param_sets, quiet=not args.verbose, progress=progress,
-                              **options)
+        rows = run_regression(block.name, sim=args.sim or (None if args.gate_level
+                                                           else default_simulator()),
+                              waves=args.waves, param_sets=param_sets, quiet=not args.verbose,
+                              progress=progress, gate_level=args.gate_level, **options)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -313,6 +314,9 @@ def build_parser():
     sim.add_argument("--blocks", type=int, default=None,
                      help="how many random and edge-case items the testbench checks")
     sim.add_argument("--seed", type=int, default=None)
+    sim.add_argument("--gate-level", action="store_true",
+                     help="simulate yosys' ECP5 netlist (synth_ecp5) with the cell models "
+                          "instead of the RTL (default simulator then: icarus)")
     sim.add_argument("--json", action="store_true", help="print results as JSON")
     sim.add_argument("-v", "--verbose", action="store_true", help="show simulator output")
     _add_block_params(sim)

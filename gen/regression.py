@@ -2,7 +2,7 @@
 run a block's benchmark (:func:`run_bench`), its results checked in the same run."""
 
 from dlforge.sim.tools.progress import count_in_log
-from dlforge.sim.tools.runner import default_simulator, run_cocotb
+from dlforge.sim.tools.runner import build_dir_root, default_simulator, run_cocotb
 from .blocks import get_block
 
 __all__ = ["run_regression", "run_bench", "BENCH_CHECKS"]
@@ -21,11 +21,14 @@ BENCH_CHECKS = {
 
 
 def run_regression(block_name, *, sim=None, waves=False, param_sets=None, quiet=True,
-                   progress=None, **tb_options):
+                   progress=None, gate_level=False, **tb_options):
     """Simulate every parameter set; return a list of rows (parameters, pass/fail, metrics).
-    ``progress``: a :class:`~dlforge.sim.tools.progress.Progress` (None: each run's own)."""
+    ``progress``: a :class:`~dlforge.sim.tools.progress.Progress` (None: each run's own).
+    ``gate_level``: simulate yosys' ECP5 netlist of each parameter set with the cell models
+    (:mod:`dlforge.boards.gate_level`) instead of the RTL, on Icarus unless ``sim`` says
+    otherwise (Verilator takes longer to build a flat netlist than Icarus takes to run it)."""
     block = get_block(block_name)
-    sim = sim or default_simulator()
+    sim = sim or ("icarus" if gate_level else default_simulator())
     rows = []
     sets = list(param_sets or block.regression or (block.defaults(),))
     for k, params in enumerate(sets):
@@ -33,10 +36,19 @@ def run_regression(block_name, *, sim=None, waves=False, param_sets=None, quiet=
         if progress is not None and len(sets) > 1:
             progress.phase(f"parameter set {k + 1}/{len(sets)}: {block.module_name(params)}")
         component = block.build(**params)
-        result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
+        name = block.module_name(params)
+        netlist = None
+        if gate_level:
+            from dlforge.boards.gate_level import ecp5_netlist
+            if progress is not None:
+                progress.phase(f"{name}: yosys synth_ecp5 (gate-level netlist)")
+            netlist = ecp5_netlist(component, name, build_dir_root() / "gate" / name)
+        result = run_cocotb(component, name=name, test_module=block.testbench,
                             params=block.tb_params(component, **tb_options), sim=sim, waves=waves,
-                            quiet=quiet, cxx_opt=block.cxx_opt, progress=progress)
+                            quiet=quiet, cxx_opt=block.cxx_opt, progress=progress,
+                            netlist=netlist)
         rows.append({"block": block.name, "sim": sim, "parameters": params,
+                     "gate_level": netlist.sources[0] if netlist else None,
                      "tests": result.tests, "failures": result.failures, "passed": result.passed,
                      "metrics": result.metrics, "log_dir": str(result.test_dir),
                      "waves": str(result.waves) if result.waves else None})

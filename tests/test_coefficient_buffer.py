@@ -36,7 +36,7 @@ async def send(ctx, port, beats):
     ctx.set(port.valid, 0)
 
 
-@pytest.mark.parametrize("lanes", [1, 8])
+@pytest.mark.parametrize("lanes", [1, 2, 4, 8])
 def test_sparse_writes_become_dense_blocks(lanes):
     rng = np.random.default_rng(lanes)
     quant = {0: rng.integers(1, 256, 64), 2: rng.integers(256, 65536, 64)}

@@ -44,9 +44,17 @@ class CoefficientBuffer(wiring.Component):
         lanes = self.lanes
 
         # ---- Quantisation tables: 4 x 64 entries, natural order ------------------------
-        m.submodules.quant = quant = Memory(shape=16, depth=256, init=[])
-        q_w = quant.write_port()
-        q_r = [quant.read_port(domain="comb") for _ in range(lanes)]
+        # One memory per lane, holding the positions n with n mod lanes == lane (a lane reads
+        # only those): 4 x 64 / lanes entries each, one write and one read port, which the
+        # LUT RAM has.  One memory of 256 entries with ``lanes`` read ports would be copied
+        # per port (issue 20: the buffer took 6,980 LUT4 that way).
+        lane_bits = lanes.bit_length() - 1
+        quant = []
+        for lane in range(lanes):
+            m.submodules[f"quant{lane}"] = mem = Memory(shape=16, depth=256 // lanes, init=[])
+            quant.append(mem)
+        q_w = [mem.write_port() for mem in quant]
+        q_r = [mem.read_port(domain="comb") for mem in quant]
         natural_of = Array(Const(n, 6) for n in ZIGZAG)
         q_state = Signal(2)            # 0: Pq/Tq, 1: high byte (16-bit), 2: low/only byte
         q_table = Signal(2)
@@ -65,8 +73,12 @@ class CoefficientBuffer(wiring.Component):
                 with m.Case(1):
                     m.d.sync += [q_high.eq(byte), q_state.eq(2)]
                 with m.Case(2):
-                    m.d.comb += [q_w.addr.eq(Cat(natural_of[q_k[:6]], q_table)),
-                                 q_w.data.eq(Mux(q_wide, Cat(byte, q_high), byte)), q_w.en.eq(1)]
+                    q_nat = Signal(6)
+                    m.d.comb += q_nat.eq(natural_of[q_k[:6]])
+                    for lane, port in enumerate(q_w):
+                        m.d.comb += [port.addr.eq(Cat(q_nat[lane_bits:], q_table)),
+                                     port.data.eq(Mux(q_wide, Cat(byte, q_high), byte)),
+                                     port.en.eq(q_nat[:lane_bits] == lane if lanes > 1 else 1)]
                     m.d.sync += [q_k.eq(q_k + 1), q_state.eq(Mux(q_wide, 1, 2))]
                     with m.If(q_k == 63):
                         m.d.sync += q_state.eq(0)
@@ -74,7 +86,13 @@ class CoefficientBuffer(wiring.Component):
                 m.d.sync += [self.table_error.eq(1), q_state.eq(0)]
 
         # ---- Two block slots ----------------------------------------------------------------
-        values = [[Signal(16, name=f"slot{s}_c{n}") for n in range(64)] for s in range(2)]
+        # As the quantisation tables: a memory per lane, {slot, n // lanes} for its positions.
+        values = []
+        for lane in range(lanes):
+            m.submodules[f"slots{lane}"] = mem = Memory(shape=16, depth=128 // lanes, init=[])
+            values.append(mem)
+        v_w = [mem.write_port() for mem in values]
+        v_r = [mem.read_port(domain="comb") for mem in values]
         written = [Signal(64, name=f"slot{s}_written") for s in range(2)]
         component = [Signal(2, name=f"slot{s}_component") for s in range(2)]
         full = Signal(2)
@@ -88,13 +106,14 @@ class CoefficientBuffer(wiring.Component):
         beat = self.i.payload
         nat = Signal(6)
         m.d.comb += nat.eq(natural_of[beat.zz])
+        for lane, port in enumerate(v_w):
+            m.d.comb += [port.addr.eq(Cat(nat[lane_bits:], wslot)), port.data.eq(beat.value),
+                         port.en.eq(self.i.valid & self.i.ready & beat.write
+                                    & (nat[:lane_bits] == lane if lanes > 1 else 1))]
         with m.If(self.i.valid & self.i.ready):
             for s in range(2):
                 with m.If(wslot == s):
                     with m.If(beat.write):
-                        for n in range(64):
-                            with m.If(nat == n):
-                                m.d.sync += values[s][n].eq(beat.value)
                         m.d.sync += written[s].eq(written[s] | (1 << nat))
                     m.d.sync += component[s].eq(beat.component)
             with m.If(beat.end):
@@ -106,10 +125,10 @@ class CoefficientBuffer(wiring.Component):
         for lane in range(lanes):
             index = Signal(6, name=f"index{lane}")
             m.d.comb += index.eq(rbeat * lanes + lane)
-            value = Mux(rslot, Array(values[1])[index], Array(values[0])[index])
             present = Mux(rslot, written[1].bit_select(index, 1), written[0].bit_select(index, 1))
-            m.d.comb += [q_r[lane].addr.eq(Cat(index, table)),
-                         self.o.payload[lane].coef.eq(Mux(present, value, 0)),
+            m.d.comb += [v_r[lane].addr.eq(Cat(rbeat, rslot)),
+                         q_r[lane].addr.eq(Cat(rbeat, table)),
+                         self.o.payload[lane].coef.eq(Mux(present, v_r[lane].data, 0)),
                          self.o.payload[lane].quant.eq(q_r[lane].data)]
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += rbeat.eq(rbeat + 1)

@@ -37,6 +37,11 @@ VERILATOR_WAIVERS = (
     "-Wno-CASEINCOMPLETE", # yosys case statements without default for unreachable values
 )
 
+#: ... and for a gate-level netlist's cell models (dlforge.boards.gate_level), which were
+#: written for other simulators
+GATE_LEVEL_WAIVERS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTIDRIVEN",
+                      "-Wno-PINMISSING")
+
 TIMESCALE = ("1ns", "1ps")
 
 #: The C++ compiler's optimisation for testbench builds.  Verilator's own -O3 stays.  A big
@@ -102,7 +107,7 @@ def default_simulator():
 
 def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=False,
                testcase=None, seed=None, quiet=False, cxx_opt=None, progress=None,
-               watch_run=None):
+               watch_run=None, netlist=None):
     """Run cocotb module ``test_module`` against ``component`` on ``sim``; return a SimResult.
 
     ``params`` (JSON-serialisable) reach the testbench through :data:`PARAMS_ENV`; a
@@ -118,6 +123,10 @@ def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=Fal
     ``watch_run``: called with the run's :class:`~dlforge.sim.tools.progress.LogTail` of
     ``sim.log`` (with ``quiet``), returns the watch giving the run's detail (for example
     :func:`~dlforge.sim.tools.progress.count_in_log`).
+    ``netlist``: simulate these sources instead of ``component``'s Verilog (a gate-level
+    netlist with its cell models: ``sources``, ``includes``, ``defines`` and ``key``, the text that
+    identifies the build; :func:`dlforge.boards.gate_level.ecp5_netlist`); its top module is
+    ``name``, with the component's ports.
     """
     sim = sim or default_simulator()
     own = progress is None
@@ -126,7 +135,7 @@ def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=Fal
     outcome = "failed"
     try:
         result = _run_cocotb(component, name, test_module, params, sim, waves, testcase, seed,
-                             quiet, cxx_opt, progress, watch_run)
+                             quiet, cxx_opt, progress, watch_run, netlist)
         outcome = "passed" if result.passed else "failed"
         return result
     finally:
@@ -135,17 +144,22 @@ def run_cocotb(component, *, name, test_module, params=None, sim=None, waves=Fal
 
 
 def _run_cocotb(component, name, test_module, params, sim, waves, testcase, seed, quiet,
-                cxx_opt, progress, watch_run):
+                cxx_opt, progress, watch_run, netlist=None):
     from cocotb_tools.runner import get_runner
 
     params = dict(params or {})
     waves = bool(waves) or os.environ.get("WAVES", "0") not in ("", "0")
     env = simulator_env(sim)
-    progress.phase(f"{name}: converting to Verilog")
-    text = verilog.convert(component, name=name, emit_src=False)
-    if sim == "icarus":
-        text = _icarus_time_zero(text)
+    if netlist is None:
+        progress.phase(f"{name}: converting to Verilog")
+        text = verilog.convert(component, name=name, emit_src=False)
+        if sim == "icarus":
+            text = _icarus_time_zero(text)
+    else:
+        text = netlist.key
     build_flags = list(VERILATOR_WAIVERS) + (["--trace-fst", "--trace-structs"] if waves else [])
+    if netlist is not None and sim == "verilator":
+        build_flags += list(GATE_LEVEL_WAIVERS)
     make_flags = ""
     if sim == "verilator":
         build_flags += ["-O3", "--x-assign", "fast", "--x-initial", "fast"]
@@ -174,10 +188,16 @@ def _run_cocotb(component, name, test_module, params, sim, waves, testcase, seed
                 progress.phase(f"{name}: {sim} build",
                                watch=(lambda: verilator_build_step(build_dir))
                                if sim == "verilator" else None)
-                source.write_text(text)
+                if netlist is None:
+                    source.write_text(text)
+                sources = [source] if netlist is None else list(netlist.sources)
+                includes = [] if netlist is None else list(netlist.includes)
+                defines = {} if netlist is None else dict(netlist.defines)
                 log = build_dir / "build.log"
                 try:
-                    runner.build(sources=[source], hdl_toplevel=name, build_dir=build_dir,
+                    runner.build(sources=sources, includes=includes, defines=defines,
+                                 hdl_toplevel=name,
+                                 build_dir=build_dir,
                                  build_args=build_flags if sim == "verilator" else [],
                                  timescale=TIMESCALE, waves=waves, always=True,
                                  log_file=log if quiet else None)
