@@ -35,6 +35,8 @@ def test_mult_model_refuses_registered_configurations():
 
 
 @pytest.mark.slow
+@pytest.mark.icarus
+@pytest.mark.timeout(2400)      # yosys (3 min) and about 40 clocks a second on Icarus
 def test_decoder_core_netlist_decodes_like_the_rtl():
     """The core's cocotb testbench on its synth_ecp5 netlist (Icarus): tiny files of every
     layout, both upsampling modes, every pixel against the golden model."""
