@@ -69,6 +69,9 @@ def cmd_sim(args):
                   file=sys.stderr)
         if row["waves"]:
             print(f"waves: {row['waves']}", file=sys.stderr)
+        if row.get("gate_level"):
+            print(f"simulated yosys' ECP5 netlist {row['gate_level']} (gate level)",
+                  file=sys.stderr)
     return 0 if all(row["passed"] for row in rows) else 1
 
 
