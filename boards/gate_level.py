@@ -6,13 +6,14 @@ What goes onto a board is yosys' netlist, not the RTL the testbenches check: a m
 pass every RTL test.  :func:`ecp5_netlist` runs the synthesis ``dlforge synth`` runs
 (``synth_ecp5``, with its ``-noabc9`` fallback) and writes the mapped netlist;
 :func:`cell_models` gives the cell models to simulate it with: those the yosys wheel ships
-(LUT4, PFUMX, L6MUX21, CCU2C, TRELLIS_FF, TRELLIS_DPR16X4, DP16KD), and one of our own for
-MULT18X18D, which the wheel has only as a black box.  That model covers the configuration
-yosys' DSP mapping uses (no internal registers, as ``REG_*`` = ``"NONE"``: the product
-of two 18-bit operands, each signed or not by ``SIGNEDA``/``SIGNEDB``) and stops the
-simulation at time zero for any other, so it cannot pass silently where it does not apply.
+(LUT4, PFUMX, L6MUX21, CCU2C, TRELLIS_FF, TRELLIS_DPR16X4), and ours for the two it has only
+as black boxes: DP16KD (block RAM at the 9- and 18-bit widths yosys' memory mapping uses,
+:func:`_dp16kd_body`) and MULT18X18D (the configuration yosys' DSP mapping uses: no
+internal registers, as ``REG_*`` = ``"NONE"``; the product of two 18-bit operands, each
+signed or not by ``SIGNEDA``/``SIGNEDB``).  Each stops the simulation at time zero for
+any other configuration, so it cannot pass silently where it does not apply.
 :func:`dlforge.sim.tools.runner.run_cocotb` takes the result as ``netlist=``; the
-runner needs nothing from here but its three fields.
+runner needs nothing from here but its fields (sources, includes, defines, key).
 """
 
 import re
@@ -184,7 +185,8 @@ def _modules(text):
 
 def cell_models(netlist_text, out_dir):
     """One Verilog file of the cell models ``netlist_text`` instantiates: the wheel's
-    models of those cells (and of the cells they instantiate), and ours of MULT18X18D.
+    models of those cells (and of the cells they instantiate), and ours of DP16KD and
+    MULT18X18D.
 
     Only the cells used are taken: the wheel's files also hold nextpnr's packed cells
     (TRELLIS_COMB) with elaboration-time ``$error`` calls Icarus 11 cannot parse, and two of
