@@ -39,6 +39,16 @@ class CoefficientBuffer(wiring.Component):
             "table_error": Out(1),
         })
 
+    def _lane_memories(self, m, name, depth):
+        """One 16-bit memory of ``depth`` entries per lane; returns their write ports and
+        their (combinational) read ports."""
+        memories = []
+        for lane in range(self.lanes):
+            m.submodules[f"{name}{lane}"] = memory = Memory(shape=16, depth=depth, init=[])
+            memories.append(memory)
+        return ([memory.write_port() for memory in memories],
+                [memory.read_port(domain="comb") for memory in memories])
+
     def elaborate(self, platform):
         m = Module()
         lanes = self.lanes
@@ -49,12 +59,7 @@ class CoefficientBuffer(wiring.Component):
         # LUT RAM has.  One memory of 256 entries with ``lanes`` read ports would be copied
         # per port (issue 20: the buffer took 6,980 LUT4 that way).
         lane_bits = lanes.bit_length() - 1
-        quant = []
-        for lane in range(lanes):
-            m.submodules[f"quant{lane}"] = mem = Memory(shape=16, depth=256 // lanes, init=[])
-            quant.append(mem)
-        q_w = [mem.write_port() for mem in quant]
-        q_r = [mem.read_port(domain="comb") for mem in quant]
+        q_w, q_r = self._lane_memories(m, "quant", 256 // lanes)
         natural_of = Array(Const(n, 6) for n in ZIGZAG)
         q_state = Signal(2)            # 0: Pq/Tq, 1: high byte (16-bit), 2: low/only byte
         q_table = Signal(2)
@@ -87,12 +92,7 @@ class CoefficientBuffer(wiring.Component):
 
         # ---- Two block slots ----------------------------------------------------------------
         # As the quantisation tables: a memory per lane, {slot, n // lanes} for its positions.
-        values = []
-        for lane in range(lanes):
-            m.submodules[f"slots{lane}"] = mem = Memory(shape=16, depth=128 // lanes, init=[])
-            values.append(mem)
-        v_w = [mem.write_port() for mem in values]
-        v_r = [mem.read_port(domain="comb") for mem in values]
+        v_w, v_r = self._lane_memories(m, "slots", 128 // lanes)
         written = [Signal(64, name=f"slot{s}_written") for s in range(2)]
         component = [Signal(2, name=f"slot{s}_component") for s in range(2)]
         full = Signal(2)
