@@ -1,10 +1,10 @@
-"""Small stream plumbing shared by the gateware: a registered stage and a lane-width narrower."""
+"""Small stream plumbing shared by the gateware: registered stages and a lane-width narrower."""
 
 from amaranth import Module, Signal, Array
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PipeStage", "Narrow", "BytesOut"]
+__all__ = ["PipeStage", "SkidBuffer", "Narrow", "BytesOut"]
 
 
 class PipeStage(wiring.Component):
@@ -27,6 +27,33 @@ class PipeStage(wiring.Component):
                 self.o.valid.eq(self.i.valid),
                 self.o.payload.eq(self._fn(m, self.i.payload)),
             ]
+        return m
+
+
+class SkidBuffer(wiring.Component):
+    """A register stage whose ``ready`` is registered too, so that it cuts a ``ready`` chain.
+
+    A :class:`PipeStage` passes ``o.ready`` straight to ``i.ready``; a long chain of stages
+    then makes one long path from the last consumer's ``ready`` to the first producer.  Here
+    ``i.ready`` is a register: the beat that arrives while the output stalls waits in a second
+    (skid) register.  One beat a clock in steady state, order kept.
+    """
+
+    def __init__(self, shape):
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+
+    def elaborate(self, platform):
+        m = Module()
+        skid = Signal.like(self.i.payload)
+        skid_valid = Signal()
+        m.d.comb += self.i.ready.eq(~skid_valid)
+        with m.If(~self.o.valid | self.o.ready):
+            with m.If(skid_valid):
+                m.d.sync += [self.o.payload.eq(skid), self.o.valid.eq(1), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid)]
+        with m.Elif(self.i.valid & ~skid_valid):
+            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(1)]
         return m
 
 

@@ -36,7 +36,7 @@ from amaranth.lib.wiring import In, Out
 from ..resample.beats import LANE_CHOICES, LANES
 from ..resample.request_reader import RequestReader
 from ..resample.resampler import Resampler
-from ..stream_pipe import BytesOut
+from ..stream_pipe import BytesOut, SkidBuffer
 from .block_decoder import BlockDecoder
 from .frame import FrameLayout
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
@@ -122,6 +122,10 @@ class JpegCore(wiring.Component):
         raster = Raster(self.max_width)
         m.submodules.blocks = ResetInserter(flush)(blocks)
         m.submodules.raster = ResetInserter(flush)(raster)
+        # The raster's ``ready`` (a comparison of its row counters) would otherwise run back
+        # through the IDCT's pipeline in the same clock: the core's critical path.
+        skid = SkidBuffer(blocks.o.payload.shape())
+        m.submodules.block_skid = ResetInserter(flush)(skid)
         m.submodules.bytes = to_bytes = BytesOut(self.input_bytes)
 
         wiring.connect(m, parser.dqt, blocks.dqt)
@@ -129,7 +133,8 @@ class JpegCore(wiring.Component):
         wiring.connect(m, parser.scan, blocks.scan)
         wiring.connect(m, parser.entropy, blocks.i)
         wiring.connect(m, blocks.done, parser.done)
-        wiring.connect(m, blocks.o, raster.blocks)
+        wiring.connect(m, blocks.o, skid.i)
+        wiring.connect(m, skid.o, raster.blocks)
         wiring.connect(m, to_bytes.o, parser.i)
         m.d.comb += blocks.quant_select.eq(parser.quant_select)
         return parser, blocks, raster, to_bytes
