@@ -84,6 +84,17 @@ def test_coefficients_match_the_model(name, size, options):
     assert blocks == expected_blocks(data, headers)
 
 
+@pytest.mark.parametrize("ready_prob", [0.5, 0.3])
+def test_long_codes_under_heavy_back_pressure(ready_prob):
+    """Codes longer than the lookahead take two clocks; the output FIFO may stop the loop
+    between them, and the registered step must wait unchanged (a stall there once decoded
+    a chroma symbol twice)."""
+    data = encode(photo("coffee")[:75, :100], quality=90, subsampling=0)
+    headers, blocks, (status, marker) = run_decoder(data, ready_prob=ready_prob, seed=3)
+    assert (status, marker) == (S.OK, 0xD9)
+    assert blocks == expected_blocks(data, headers)
+
+
 @pytest.mark.parametrize("damage", ["cut", "eoi-early", "stray-rst", "bytes"])
 def test_damaged_scans_report_the_models_status(damage):
     data = encode(photo("astronaut")[:32, :32], quality=85, subsampling=2)
