@@ -85,10 +85,10 @@ def test_coefficients_match_the_model(name, size, options):
 
 
 @pytest.mark.parametrize("ready_prob", [0.5, 0.3])
-def test_long_codes_under_heavy_back_pressure(ready_prob):
-    """Codes longer than the lookahead take two clocks; the output FIFO may stop the loop
-    between them, and the registered step must wait unchanged (a stall there once decoded
-    a chroma symbol twice)."""
+def test_many_long_codes_under_heavy_back_pressure(ready_prob):
+    """A q90 4:4:4 photo (many long codes) with the output FIFO stopping the loop often: every
+    coefficient still the model's.  (It caught a loop that decoded a symbol twice when a stall
+    fell between a code's two clocks, in the lookahead loop of commit a39ff97.)"""
     data = encode(photo("coffee")[:75, :100], quality=90, subsampling=0)
     headers, blocks, (status, marker) = run_decoder(data, ready_prob=ready_prob, seed=3)
     assert (status, marker) == (S.OK, 0xD9)

@@ -1,10 +1,10 @@
-"""The Huffman table builder: DHT bodies in, code limits, symbol offsets, symbols, fast and
-lookahead entries out, each as the canonical code of T.81 Annex C gives it; bad tables flag an error."""
+"""The Huffman table builder: DHT bodies in, code limits, symbol offsets, symbols and fast
+entries out, each as the canonical code of T.81 Annex C gives it; bad tables flag an error."""
 
 import pytest
 from amaranth.sim import Simulator
 
-from dlforge.rtl.jpeg.huffman_tables import LOOKAHEAD_BITS, HuffmanTables
+from dlforge.rtl.jpeg.huffman_tables import HuffmanTables
 from dlforge.sim.corpus import jpeg_markers
 from jpeg_files import WIDE_TABLES
 
@@ -60,50 +60,6 @@ def test_tables_match_the_canonical_codes():
                     got = ctx.get(entry)
                     assert {f: int(getattr(got, f)) for f in want} == want, (cls, ident, sym)
                 first, k = (first + count) << 1, k + count
-            await check_lookahead(ctx, dut, cls, ident, counts, symbols)
-
-    load_tables(bodies, check)
-
-
-def expected_lookahead(cls, counts, symbols, bits=LOOKAHEAD_BITS):
-    """Per prefix of ``bits`` bits: the entry of the code of at most ``bits`` bits it begins
-    with, or a zero entry (a longer code, or none)."""
-    zero = {"total": 0, "run": 0, "eob": 0, "adv": 0}
-    table = [zero] * (1 << bits)
-    first, k = 0, 0
-    for length, count in enumerate(counts, start=1):
-        for i in range(count):
-            if length <= bits:
-                sym = symbols[k + i]
-                size, run = sym & 15, sym >> 4
-                entry = {"total": length + size, "run": run if cls else 0,
-                         "eob": int(cls == 1 and size == 0 and run != 15), "adv": 1}
-                base = (first + i) << (bits - length)
-                for p in range(base, base + (1 << (bits - length))):
-                    table[p] = entry
-        first, k = (first + count) << 1, k + count
-    return table
-
-
-async def check_lookahead(ctx, dut, cls, ident, counts, symbols):
-    want = expected_lookahead(cls, counts, symbols)
-    ctx.set(dut.fast_dc_table if cls == 0 else dut.fast_ac_table, ident)
-    for prefix, entry in enumerate(want):
-        ctx.set(dut.look_bits, prefix)
-        got = ctx.get(dut.look_ac if cls else dut.look_dc)
-        assert {f: int(getattr(got, f)) for f in entry} == entry, (cls, ident, prefix)
-
-
-def test_lookahead_entries_of_a_reloaded_table_are_its_own():
-    """A table loaded over another keeps nothing of it: prefixes the first table's short codes
-    filled are zero again where the second table's codes are longer."""
-    short = ([1, 1] + [0] * 14, [0x01, 0x02])                    # codes 0 and 10
-    long_ = ([0] * 6 + [1, 1, 1] + [0] * 7, [0x11, 0x12, 0x13])  # codes of 7, 8 and 9 bits
-    bodies = [bytes([0x12] + short[0] + short[1]), bytes([0x12] + long_[0] + long_[1])]
-
-    async def check(ctx, dut):
-        assert not ctx.get(dut.error)
-        await check_lookahead(ctx, dut, 1, 2, *long_)
 
     load_tables(bodies, check)
 

@@ -3,28 +3,25 @@
 Tables arrive as the bodies of DHT segments (the bytes after the length) and are turned into
 decoding tables as they stream in (:mod:`.huffman_tables`).
 
-Decoding resolves one symbol (code and magnitude bits) per clock when its code has at most
-``LOOKAHEAD_BITS`` (6) bits, and in two clocks otherwise.  Only what the next symbol depends
-on stays in the one-clock loop: the bit window, the coefficient index and which table comes
-next.  Per clock the loop reads the lookahead table of the current class at the window's
-first six bits (bits taken by code and magnitude, zero run, EOB: libjpeg-turbo's lookahead)
-and shifts the window by the bit count.  A longer code misses; beside the lookup, sixteen
-comparators per class compare the window's first bits with the current tables' code limits
-(the code length, one-hot), the small per-length fast tables give every length's entry, the
-length picks one, and that step is registered and taken the next clock.  Everything else
-(the symbol itself, the magnitude bits, the value, the DC prediction and every error check)
-happens in a pipeline behind the loop, from the 27 bits the loop recorded at the symbol's
-start.  The loop's logic has a fixed LUT shape (:mod:`.lutmap`); its critical path is the
-lookahead memory's read and its multiplexers, then a five-level shift.
+Decoding resolves one symbol (code and magnitude bits) per clock.  Only what the next symbol
+depends on stays in the one-clock loop: the bit window, the coefficient index and which
+table comes next.  Per clock the loop compares the window's first bits with the current
+tables' code limits (sixteen comparators per class give the code length, one-hot), reads for
+every length in parallel the fast-table entry that length's code would select (bits taken by
+code and magnitude, zero run, EOB), picks the entry of the matching length and shifts the
+window by its bit count.  Everything else (the symbol itself, the magnitude bits, the value,
+the DC prediction and every error check) happens in a pipeline behind the loop, from the 27
+bits the loop recorded at the symbol's start.  The loop's logic has a fixed LUT shape
+(:mod:`.lutmap`); its critical path is comparator, one-hot length, three-level pick, five-level
+shift.
 
 The loop runs ahead speculatively: at the end of a segment (a marker or the end of the data
 next in line) it reads zeros past the last bit, and the pipeline, which checks every symbol
 in the golden model's order (sim/models/jpeg_entropy.py), stops the scan at the first one that was
 not really there.  The restart/end-of-scan checks also go through the pipeline, so they keep
 their place after the last symbol of their interval.  A code whose length has more than 16
-codes (a *slow* entry, in practice the 16-bit codes of the standard AC tables) costs the
-pipeline's depth in extra clocks: the pipeline looks its symbol up and patches the fast
-table for one use.
+codes (a *slow* entry, in practice the 16-bit codes of the standard AC tables) costs five
+extra clocks: the pipeline looks its symbol up and patches the fast table for one clock.
 
 Output: one beat per coefficient written (DC always, AC when nonzero; ``zz`` is the zigzag
 index) and ``end`` on the beat that closes a block; a block closed by EOB after its last
@@ -40,7 +37,7 @@ from amaranth.lib import wiring, stream, data
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .huffman_tables import LOOKAHEAD_BITS, DhtLayout, FastEntry, HuffmanTables, PatchLayout
+from .huffman_tables import DhtLayout, FastEntry, HuffmanTables, PatchLayout
 from .lutmap import any_of, kept, select, shift_left
 from .status import JpegStatus as S
 from .unstuff import TokenKind, TokenLayout
@@ -67,7 +64,7 @@ _BUF = 64           # bit window width
 _NEED = 27          # bits the loop wants before it decodes: a 16-bit code, 11 magnitude bits
 _WIN = 27           # bits recorded per symbol for the pipeline
 _FIFO = 16          # output beats buffered
-_INFLIGHT = 8       # records that may still write the FIFO after the loop saw its level
+_INFLIGHT = 7       # records that may still write the FIFO after the loop saw its level
 
 
 def _or_tree(values):
@@ -100,11 +97,6 @@ _Record = data.StructLayout({
     "status": 8,        # FINAL
     "marker": 8,        # FINAL
 })
-
-
-#: What a symbol does to the loop: the bits it takes, whether it is resolved (``adv``; 0 for a
-#: slow entry or no code), the next coefficient index and whether it closes the block.
-_Step = data.StructLayout({"total": 5, "adv": 1, "k_next": 6, "block_done": 1})
 
 
 class _LoopFlags:
@@ -149,13 +141,9 @@ class HuffmanDecoder(wiring.Component):
     busy: Out(1)
     symbols_decoded: Out(32)      # counter: Huffman symbols resolved since reset
 
-    def __init__(self, lookahead_bits=LOOKAHEAD_BITS):
-        self.lookahead_bits = lookahead_bits
-        super().__init__()
-
     def elaborate(self, platform):
         m = Module()
-        m.submodules.tables = tables = HuffmanTables(self.lookahead_bits)
+        m.submodules.tables = tables = HuffmanTables()
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=CoefficientLayout.size, depth=_FIFO)
         wiring.connect(m, wiring.flipped(self.dht), tables.dht)
 
@@ -178,12 +166,11 @@ class HuffmanDecoder(wiring.Component):
         # The pipeline behind the loop.
         r1 = self._pipeline_code(m, tables, st)
         r2 = self._pipeline_symbol(m, tables, r1)
-        r2s = self._pipeline_symbol_register(m, tables, r2)
-        r3, chk, sym = self._pipeline_checks(m, r2s)
-        self._patch_slow_entry(m, tables, st, r2s, sym, loop, ctl, hs)
+        r3, chk, sym = self._pipeline_checks(m, tables, r2)
+        self._patch_slow_entry(m, tables, st, r2, sym, loop, ctl, hs)
         self._pipeline_output(m, fifo, st, r3, chk, ctl, hs)
 
-        self._start_scan(m, tables, st, win, ctl, hs, (r1, r2, r2s, r3))
+        self._start_scan(m, tables, st, win, ctl, hs, (r1, r2, r3))
         ctl.register(fifo, loop.go)
         return m
 
@@ -223,16 +210,11 @@ class HuffmanDecoder(wiring.Component):
         st.is_dc = Signal(init=1)
         st.mcus_left = Signal(24)
         st.in_interval = Signal(16)
-        st.mcu_done = Signal()              # an MCU closed last clock: count it
         st.rst_next = Signal(3)
         st.phase = Signal(2)                # 0: decode, 1: restart check, 2: end check, 3: stop
         st.decoding = Signal()              # scanning and phase 0, as a register of its own
-        st.stop = Signal()                  # the interval's or scan's last block just closed
-        st.stop_at_end = Signal()           # ... the scan's
         st.fresh = Signal()                 # the window was just emptied (scan start, RSTn)
         st.slow_wait = Signal()             # waiting for a slow symbol's entry to be patched in
-        st.second = Signal()                # the lookahead missed: the registered step next
-        st.step = Signal(_Step)             # ... that step (the comparators' pick)
         st.patch = Signal(PatchLayout)      # that entry, and where it goes
         st.patch_write = Signal()           # ... written this clock
         st.patched = Signal()               # ... in the table until the loop has used it
@@ -303,23 +285,17 @@ class HuffmanDecoder(wiring.Component):
     def _decode_loop(m, tables, st, sel, win):
         """The one-clock loop that resolves a symbol's length and step; everything else waits
         in the pipeline."""
-        # Per clock: the lookahead tables give the step of a symbol whose code has at most
-        # LOOKAHEAD_BITS bits (bits taken, zero run, EOB), and the window shifts by it.  A
-        # longer code misses: the comparators find its length (one-hot), the per-length fast
-        # tables give every length's entry, the length picks one, and that step is
-        # registered and taken the next clock (``second``).  The logic is cut into kept
-        # LUT-sized pieces (see lutmap) so that it maps as written.
+        # Per clock: the comparators find the code length (one-hot), the fast tables give
+        # every length's entry, the length picks one, and the window shifts by its bit count.
+        # The logic is cut into kept LUT-sized pieces (see lutmap) so that it maps as written.
         loop = SimpleNamespace()
         loop.go = go = Signal()
-        runnable = kept(m, go & ~st.stop & (win.enough | win.segment_over), "runnable")
+        runnable = kept(m, go & (win.enough | win.segment_over), "runnable")
         run_dc = kept(m, runnable & st.is_dc, "run_dc")
         run_ac = kept(m, runnable & ~st.is_dc, "run_ac")
-        first = kept(m, runnable & ~st.second, "first")      # the lookahead's clock
-        second = kept(m, runnable & st.second, "second")     # the registered step's clock
 
         m.d.comb += [tables.fast_dc_table.eq(sel.tsel_dc), tables.fast_ac_table.eq(sel.tsel_ac),
-                     tables.fast_bits.eq(win.peek_ram),
-                     tables.look_bits.eq(win.peek_ram[16 - len(tables.look_bits):])]
+                     tables.fast_bits.eq(win.peek_ram)]
         peek_dc_n, peek_ac_n, floor_dc, floor_ac = (win.peek_dc_n, win.peek_ac_n, sel.floor_dc,
                                                     sel.floor_ac)
         hit_dc = [Const(0)] + [peek_dc_n[16 - l:] >= floor_dc[l - 1][:l + 1] for l in range(1, 17)]
@@ -328,10 +304,11 @@ class HuffmanDecoder(wiring.Component):
         oh_dc = kept(m, Cat(*[run_dc & hit_dc[l] & ~hit_dc[l - 1] for l in range(1, 17)]), "oh_dc")
         oh_ac = kept(m, Cat(*[run_ac & hit_ac[l] & ~hit_ac[l - 1] for l in range(1, 17)]), "oh_ac")
         loop.oh_dc, loop.oh_ac = oh_dc, oh_ac
+        loop.run = run = Signal()           # a symbol was decoded (or found slow) this clock
+        m.d.comb += run.eq(runnable)
 
-        # The slow step, off the loop: per length, in parallel with the comparators, the
-        # entries, and where an AC symbol of that length would take the coefficient index (a
-        # DC symbol always leaves it at 1); the length picks one, and it is registered.
+        # Per length, in parallel with the comparators: the entries, and where an AC symbol of
+        # that length would take the coefficient index (a DC symbol always leaves it at 1).
         entries = data.ArrayLayout(FastEntry, 16)
         ent_dc = kept(m, tables.fast_dc, "ent_dc", entries)
         ent_ac = kept(m, tables.fast_ac, "ent_ac", entries)
@@ -340,55 +317,18 @@ class HuffmanDecoder(wiring.Component):
         k_next_ac = data.View(data.ArrayLayout(6, 16), kept(m, Cat(*[
             Mux(done_ac[l] | ~e.adv, 0, ks[:6]) for l, (e, ks) in enumerate(zip(ent_ac, k_sums))]),
             "k_next"))
+
+        # The length picks one of them: and-or trees over the 32 one-hot lengths.
+        _Step = data.StructLayout({"total": 5, "adv": 1, "k_next": 6, "block_done": 1})
         steps_dc = [Cat(e.total, e.adv, e.adv, Const(0, 5), Const(0, 1)) for e in ent_dc]
         steps_ac = [Cat(e.total, e.adv, k_next_ac[l], done_ac[l]) for l, e in enumerate(ent_ac)]
         chosen = data.View(_Step, select(m, [(oh_dc[l], steps_dc[l]) for l in range(16)]
                                          + [(oh_ac[l], steps_ac[l]) for l in range(16)], "step"))
-        step_slow = Signal()        # the code matched a slow entry
+        loop.total, loop.adv, loop.k_next, loop.block_done = (chosen.total, chosen.adv,
+                                                              chosen.k_next, chosen.block_done)
         matched = any_of(m, list(oh_dc) + list(oh_ac), "matched")
-        # Captured in every lookahead clock (``first``: early, unlike a miss), and held while
-        # the loop waits, since the comparators read nothing then.
-        with m.If(first):
-            m.d.sync += [st.step.eq(chosen), step_slow.eq(matched & ~chosen.adv)]
-
-        # The lookahead step, in the loop.  A miss has an all-zero entry (total 0).
-        # Whether an AC symbol's run takes the index past 63 comes from a vector made from
-        # ``k`` beside the lookup (over[r]: k + r + 1 > 63) and picked by the run: no adder
-        # after the memory.  The class is picked together with the step (one LUT5 per bit,
-        # a LUT4 pair and its PFUMX in one slice), not by a multiplexer of its own.
-        look_dc, look_ac = tables.look_dc, tables.look_ac
-        first_dc = kept(m, first & st.is_dc, "first_dc")
-        first_ac = kept(m, first & ~st.is_dc, "first_ac")
-        k_fast = st.k + look_ac.run + 1
-        over = kept(m, Cat(*[st.k >= 63 - r for r in range(16)]), "over")
-        run = look_ac.run
-        over4 = kept(m, Cat(*[Array(over[4 * j:4 * j + 4])[run[:2]] for j in range(4)]),
-                     "over4")
-        done_fast = kept(m, look_ac.eob | Array(over4)[run[2:]], "look_done")
-        hit = kept(m, first_dc & look_dc.adv | first_ac & look_ac.adv, "hit")
-        with m.If(first & ~hit):
-            m.d.sync += st.second.eq(1)
-        with m.If(second):
-            m.d.sync += st.second.eq(0)
-        step = st.step
-        second_total = kept(m, Mux(second, step.total, 0), "second_total")
-        look_total = kept(m, Mux(first_dc, look_dc.total, 0) | Mux(first_ac, look_ac.total, 0),
-                          "look_total")
-        loop.total = kept(m, look_total | second_total, "total")
-        # The shift's first stage takes bit 0 from the two parts itself (one LUT4 per bit):
-        # the OR of the parts is a LUT level off the loop's path.
-        loop.total_parts = (look_total, second_total)
-        loop.adv = kept(m, hit | second & step.adv, "adv")
-        loop.block_done = kept(m, first_ac & look_ac.adv & done_fast
-                               | second & step.block_done, "done")
-        # (After a block's last AC symbol ``k`` may take any value: a DC symbol comes next,
-        # which neither reads it nor keeps it.)
-        loop.k_next = Mux(st.second, step.k_next, Mux(st.is_dc, 1, k_fast[:6]))
-        loop.second = second
-        loop.run = run = Signal()           # a symbol was decoded (or found slow) this clock
-        m.d.comb += run.eq(hit | second)
         loop.slow = slow = Signal()
-        m.d.comb += slow.eq(second & step_slow)
+        m.d.comb += slow.eq(matched & ~loop.adv)
         return loop
 
     @staticmethod
@@ -403,20 +343,15 @@ class HuffmanDecoder(wiring.Component):
             with m.Else():
                 m.d.sync += st.blk.eq(st.blk + 1)
             m.d.sync += st.comp.eq(pos.next_comp)
-            # The loop stops at once through ``stop``; ``decoding`` and ``phase`` follow a
-            # clock later (``go`` is registered from ``decoding``: the end of a block stays
-            # out of its path and the boundary checks').
-            m.d.sync += [st.stop.eq(pos.ends_scan | pos.ends_interval),
-                         st.stop_at_end.eq(pos.ends_scan)]
-        # The MCU counts follow a clock later, off the loop's path (the next block's end,
-        # which reads them, is two symbols away at least).
-        m.d.sync += st.mcu_done.eq(loop.block_done & pos.mcu_end)
-        with m.If(st.mcu_done):
-            m.d.sync += [st.mcus_left.eq(st.mcus_left - 1),
-                         st.in_interval.eq(st.in_interval + 1)]
-        with m.If(st.stop):
-            m.d.sync += [st.stop.eq(0), st.phase.eq(Mux(st.stop_at_end, 2, 1))]
-            ctl.setf("decoding", 0)
+            with m.If(pos.mcu_end):
+                m.d.sync += [st.mcus_left.eq(st.mcus_left - 1),
+                             st.in_interval.eq(st.in_interval + 1)]
+            with m.If(pos.ends_scan):
+                m.d.sync += st.phase.eq(2)
+                ctl.setf("decoding", 0)
+            with m.Elif(pos.ends_interval):
+                m.d.sync += st.phase.eq(1)
+                ctl.setf("decoding", 0)
         with m.If(loop.slow):
             ctl.setf("slow_wait", 1)
         ctl.setf("fresh", 0)
@@ -441,15 +376,12 @@ class HuffmanDecoder(wiring.Component):
         head, nvalid, window = win.head, win.nvalid, win.window
         take_token = Signal()
         refill = Signal()
-        m.d.comb += refill.eq(st.decoding & ~st.stop & self.tokens.valid & (head.kind == TokenKind.DATA)
+        m.d.comb += refill.eq(st.decoding & self.tokens.valid & (head.kind == TokenKind.DATA)
                               & (nvalid <= _BUF - 8))
         filled = Signal(_BUF)
         m.d.comb += filled.eq(Mux(st.fresh, 0, window)
                               | Mux(refill, Cat(Const(0, _BUF - 8), head.value) >> nvalid[:6], 0))
-        look_total, second_total = loop.total_parts
-        by_one = look_total[0] | second_total[0]
-        shifted = shift_left(m, kept(m, Mux(by_one, filled << 1, filled)[:_BUF], "window_s0"),
-                             loop.total[1:], "window", first_shift=1)
+        shifted = shift_left(m, filled, loop.total, "window")
         m.d.sync += [window.eq(shifted), win.peek_dc_n.eq(~shifted[_BUF - 16:])]
         with m.If(hs.scanning):
             m.d.sync += [win.peek_ac_n.eq(~shifted[_BUF - 16:]),
@@ -464,9 +396,9 @@ class HuffmanDecoder(wiring.Component):
         return take_token
 
     @staticmethod
-    def _restart_window(m, st, win, ctl):
+    def _restart_window(m, win, ctl):
         """An empty window and a running loop: at a scan's start and after a restart marker."""
-        m.d.sync += [win.nvalid.eq(0), win.enough.eq(0), st.second.eq(0)]
+        m.d.sync += [win.nvalid.eq(0), win.enough.eq(0)]
         ctl.setf("fresh", 1)
         ctl.setf("decoding", 1)
 
@@ -495,7 +427,7 @@ class HuffmanDecoder(wiring.Component):
                             m.d.sync += [st.rec_valid.eq(1), rec.kind.eq(_Kind.RESTART),
                                          phase.eq(0), st.in_interval.eq(0),
                                          st.rst_next.eq(st.rst_next + 1)]
-                            self._restart_window(m, st, win, ctl)
+                            self._restart_window(m, win, ctl)
                         with m.Else():
                             verdict(S.BAD_RESTART)
                     with m.Case(TokenKind.END):
@@ -540,28 +472,13 @@ class HuffmanDecoder(wiring.Component):
         return r2
 
     @staticmethod
-    def _pipeline_symbol_register(m, tables, r2):
-        """Pipeline 2b: the symbol registered (the block RAM's output is slow: 5.8 ns from
-        the clock on an ECP5, half the cycle)."""
-        r2s = SimpleNamespace()
-        r2s.rec = Signal(_Record, name="r2s")
-        r2s.valid = Signal(name="r2s_valid")
-        r2s.len = Signal(5, name="r2s_len")
-        r2s.after = Signal(11, name="r2s_after")
-        r2s.code = Signal(4, name="r2s_code")
-        r2s.symbol = Signal(8, name="r2s_symbol")
-        m.d.sync += [r2s.rec.eq(r2.rec), r2s.valid.eq(r2.valid), r2s.len.eq(r2.len),
-                     r2s.after.eq(r2.after), r2s.code.eq(r2.code), r2s.symbol.eq(tables.symbol)]
-        return r2s
-
-    @staticmethod
-    def _pipeline_checks(m, r2):
+    def _pipeline_checks(m, tables, r2):
         """Pipeline 3: the symbol's checks in the golden model's order, its value, and what
         it emits; returns the register, the check module (pipeline 4 adds to it) and the
         decoded symbol."""
         rec = r2.rec
         sym = SimpleNamespace()
-        symbol = r2.symbol
+        symbol = tables.symbol
         sym.size = size = symbol[0:4]
         sym.srun = srun = symbol[4:8]
         sym.dc = dc = rec.is_dc
@@ -634,9 +551,7 @@ class HuffmanDecoder(wiring.Component):
                          patch.entry.run.eq(Mux(dc, 0, sym.srun)),
                          patch.entry.eob.eq(sym.eob), patch.entry.adv.eq(1)]
         restore = Signal()
-        # (The patched symbol's code is longer than the lookahead's, so the loop reads the
-        # patch in its first clock and takes the registered step in its second: ``second``.)
-        m.d.comb += [restore.eq(patched & (loop.second | ~hs.scanning)),
+        m.d.comb += [restore.eq(patched & (loop.run | ~hs.scanning)),
                      tables.patch.eq(patch), tables.patch_en.eq(patch_write | restore),
                      hs.patching.eq(patch_write | patched)]
         with m.If(restore):
@@ -673,11 +588,10 @@ class HuffmanDecoder(wiring.Component):
         """A new scan starts afresh (last, so that it wins over the loop's own updates)."""
         with m.If(self.scan.valid & self.scan.ready):
             p = self.scan.payload
-            self._restart_window(m, st, win, ctl)
+            self._restart_window(m, win, ctl)
             m.d.sync += [st.cfg.eq(p), hs.scanning.eq(1), st.comp.eq(0),
                          st.blk.eq(0), st.k.eq(0), st.is_dc.eq(1), st.mcus_left.eq(p.mcus),
-                         st.in_interval.eq(0), st.rst_next.eq(0), st.phase.eq(0),
-                         st.mcu_done.eq(0)]
+                         st.in_interval.eq(0), st.rst_next.eq(0), st.phase.eq(0)]
             ctl.setf("slow_wait", 0)
             # h * v of 2-bit factors, as shifts and an add (a '*' would take a DSP block).
             m.d.sync += [st.blocks_here[c].eq(Mux(p.v[c][0], p.h[c], 0)

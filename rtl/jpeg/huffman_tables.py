@@ -20,16 +20,6 @@ length l (T.81 F.2.2.3):
   entry in for one clock and writes the slow entry back after it.  Two classes of four
   tables each keep the memories' output multiplexers at 4:1.
 
-* the *lookahead tables*: per class one memory of ``2**lookahead_bits`` entries per table,
-  indexed by the table id and the window's first ``lookahead_bits`` bits, as libjpeg-turbo's
-  lookahead tables are.  Every prefix that begins a code of at most that many bits holds
-  that code's fast entry; every other prefix (a longer code, or no code) holds a zero entry
-  (``adv`` low): a *miss*, which the decoder resolves with the comparators and fast tables
-  above, a clock later.  A code of length l fills ``2**(lookahead_bits - l)`` entries, and
-  the prefixes of the longer codes are zeroed after the counts, so a table takes
-  ``2**lookahead_bits`` writes in all; the loader takes no DHT byte while it writes them
-  (about 64 clocks per table at 6 bits).
-
 The loader checks what the baseline loader checked, in the same way: a class above 1 or an
 id above 3, a code space that overflows, more than 256 symbols, and a body that ends early
 raise ``error``, which stays set.
@@ -40,13 +30,9 @@ from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["TABLES", "LOOKAHEAD_BITS", "DhtLayout", "FastEntry", "PatchLayout",
-           "HuffmanTables"]
+__all__ = ["TABLES", "DhtLayout", "FastEntry", "PatchLayout", "HuffmanTables"]
 
 TABLES = 8
-#: Bits of the window the lookahead tables are indexed by (docs/architecture.md, "The Huffman
-#: loop at 100 MHz": 6 bits resolve 94 % of a photo's symbols in the one-clock loop).
-LOOKAHEAD_BITS = 6
 DhtLayout = data.StructLayout({"byte": 8, "last": 1})
 
 #: What the decoding loop reads for one (table, length, code).
@@ -71,37 +57,28 @@ PatchLayout = data.StructLayout({
 class HuffmanTables(wiring.Component):
     """Table storage and loader.  ``fast_dc``/``fast_ac`` are combinational from the table id
     of their class and ``fast_bits`` (the next 16 bits of the scan, first bit in bit 15);
-    ``valoff`` and ``symbol`` are read one clock after their address; ``look_dc``/``look_ac``
-    are combinational from their class's table id and ``look_bits``."""
+    ``valoff`` and ``symbol`` are read one clock after their address."""
 
-    def __init__(self, lookahead_bits=LOOKAHEAD_BITS):
-        self.lookahead_bits = lookahead_bits
-        super().__init__({
-            "dht": In(stream.Signature(DhtLayout)),
-            "locked": In(1),                # a scan (or a patch) is in progress: no loading
-            "idle": Out(1),                 # between tables
-            "error": Out(1),
-            "floor": Out(data.ArrayLayout(data.ArrayLayout(17, 16), TABLES),
-                         init=[[1 << l for l in range(1, 17)]] * TABLES),
-            "fast_dc_table": In(2),
-            "fast_ac_table": In(2),
-            "fast_bits": In(16),
-            "fast_dc": Out(data.ArrayLayout(FastEntry, 16)),    # element l - 1: length l
-            "fast_ac": Out(data.ArrayLayout(FastEntry, 16)),
-            "look_bits": In(lookahead_bits),                    # the window's first bits
-            "look_dc": Out(FastEntry),                          # (tables: fast_*_table)
-            "look_ac": Out(FastEntry),
-            "patch": In(PatchLayout),       # written when patch_en (tables locked)
-            "patch_en": In(1),
-            "valoff_addr": In(7),                               # {table, length - 1}
-            "valoff": Out(8),
-            "symbol_addr": In(11),                              # {table, index}
-            "symbol": Out(8),
-        })
+    dht: In(stream.Signature(DhtLayout))
+    locked: In(1)                       # a scan (or a patch) is in progress: no loading
+    idle: Out(1)                        # between tables
+    error: Out(1)
+    floor: Out(data.ArrayLayout(data.ArrayLayout(17, 16), TABLES),
+               init=[[1 << l for l in range(1, 17)]] * TABLES)
+    fast_dc_table: In(2)
+    fast_ac_table: In(2)
+    fast_bits: In(16)
+    fast_dc: Out(data.ArrayLayout(FastEntry, 16))       # element l - 1: codes of length l
+    fast_ac: Out(data.ArrayLayout(FastEntry, 16))
+    patch: In(PatchLayout)              # written when patch_en (tables locked)
+    patch_en: In(1)
+    valoff_addr: In(7)                                  # {table, length - 1}
+    valoff: Out(8)
+    symbol_addr: In(11)                                 # {table, index}
+    symbol: Out(8)
 
     def elaborate(self, platform):
         m = Module()
-        T = self.lookahead_bits
 
         # ---- Storage ---------------------------------------------------------------------
         m.submodules.symbols = symbols = Memory(shape=8, depth=TABLES * 256, init=[])
@@ -130,20 +107,6 @@ class HuffmanTables(wiring.Component):
                 m.d.comb += [wr.addr.eq(Cat(fast_addr[:ib], fast_addr[4:6])),
                              wr.data.eq(fast_data)]
                 fast_w[cls, l] = wr
-        # Lookahead tables; only the loader writes them, one entry a clock (the filler below).
-        look_addr = Signal(T + 2)               # {table id, prefix}
-        look_data = Signal(FastEntry)
-        look_en = Signal()
-        look_is_ac = Signal()
-        for cls, table_in, out in (("dc", self.fast_dc_table, self.look_dc),
-                                   ("ac", self.fast_ac_table, self.look_ac)):
-            mem = Memory(shape=FastEntry, depth=4 << T, init=[])
-            m.submodules[f"look_{cls}"] = mem
-            rd = mem.read_port(domain="comb")
-            m.d.comb += [rd.addr.eq(Cat(self.look_bits, table_in)), out.eq(rd.data)]
-            wr = mem.write_port()
-            m.d.comb += [wr.addr.eq(look_addr), wr.data.eq(look_data),
-                         wr.en.eq(look_en & (look_is_ac if cls == "ac" else ~look_is_ac))]
         with m.If(self.patch_en):
             p = self.patch
             m.d.comb += [fast_addr.eq(Cat(p.code, p.table)), fast_data.eq(p.entry)]
@@ -159,33 +122,18 @@ class HuffmanTables(wiring.Component):
         ld_i = Signal(9)                # symbols stored so far
         # The lengths that have codes, in order, with their first code and count: the symbol
         # walker reads the next one by a counter (one index, not a chain of two).
-        code_bits = max(4, T)
-        used = Array(Signal(data.StructLayout({"len": 5, "code": code_bits, "count": 8,
-                                               "wide": 1}), name=f"used{i}")
+        used = Array(Signal(data.StructLayout({"len": 5, "code": 4, "count": 8, "wide": 1}),
+                            name=f"used{i}")
                      for i in range(16))
         n_used = Signal(5)              # lengths listed so far
         at_used = Signal(4)             # the walker's next list entry
         # The symbol walker: length, low code bits and codes left at the current length.
         cl = Signal(5)
-        cl_code = Signal(max(4, T))     # (all of the code for lengths up to T)
+        cl_code = Signal(4)
         cl_left = Signal(8)
         cl_wide = Signal()              # more than 16 codes at this length: slow entries
 
-        # The lookahead filler: ``fill_left`` more copies of ``fill_entry`` from ``fill_addr``
-        # on, in the table being loaded; no DHT byte is taken meanwhile.  A table error stops
-        # it (the error stays, and the tables are never used).
-        fill_left = Signal(T + 1)
-        fill_addr = Signal(T)
-        fill_entry = Signal(FastEntry)
-        with m.If(self.error):
-            m.d.sync += fill_left.eq(0)
-        with m.Elif(fill_left != 0):
-            m.d.comb += [look_en.eq(1), look_addr.eq(Cat(fill_addr, ld_table[:2])),
-                         look_data.eq(fill_entry), look_is_ac.eq(ld_table[2])]
-            m.d.sync += [fill_addr.eq(fill_addr + 1), fill_left.eq(fill_left - 1)]
-
-        m.d.comb += [self.dht.ready.eq(~self.locked & (fill_left == 0)),
-                     self.idle.eq((ld_state == 0) & (fill_left == 0))]
+        m.d.comb += [self.dht.ready.eq(~self.locked), self.idle.eq(ld_state == 0)]
         byte = self.dht.payload.byte
         last = self.dht.payload.last
         is_ac = ld_table[2]
@@ -212,14 +160,8 @@ class HuffmanTables(wiring.Component):
                     m.d.comb += [off_w.addr.eq(Cat((ld_len - 1)[:4], ld_table)),
                                  off_w.data.eq(ld_k - ld_code), off_w.en.eq(1)]
                     listed = Signal.like(used[0])
-                    m.d.comb += [listed.len.eq(ld_len), listed.code.eq(ld_code[:code_bits]),
+                    m.d.comb += [listed.len.eq(ld_len), listed.code.eq(ld_code[:4]),
                                  listed.count.eq(count), listed.wide.eq(count > 16)]
-                    with m.If(ld_len == T):
-                        # The prefixes after the last code of T bits or fewer: zero entries.
-                        first_free = ld_code + count
-                        with m.If(first_free < (1 << T)):
-                            m.d.sync += [fill_addr.eq(first_free[:T]), fill_entry.eq(0),
-                                         fill_left.eq((1 << T) - first_free)]
                     with m.If(count != 0):
                         m.d.sync += [used[n_used[:4]].eq(listed), n_used.eq(n_used + 1)]
                     m.d.sync += [ld_code.eq((ld_code + count) << 1), ld_k.eq(ld_k + count),
@@ -254,22 +196,7 @@ class HuffmanTables(wiring.Component):
                         with m.If(is_ac):
                             m.d.comb += [entry.run.eq(run),
                                          entry.eob.eq((size == 0) & (run != 15))]
-                    m.d.comb += [fast_addr.eq(Cat(cl_code[:4], ld_table[:2])),
-                                 fast_data.eq(entry)]
-                    # A code of l <= T bits: its entry at every prefix it begins.
-                    look = Signal(FastEntry)
-                    m.d.comb += [look.total.eq(cl + size), look.adv.eq(1)]
-                    with m.If(is_ac):
-                        m.d.comb += [look.run.eq(run), look.eob.eq((size == 0) & (run != 15))]
-                    with m.Switch(cl):
-                        for l in range(1, T + 1):
-                            with m.Case(l):
-                                base = Cat(Const(0, T - l), cl_code[:l])
-                                m.d.comb += [look_en.eq(1), look_is_ac.eq(is_ac),
-                                             look_data.eq(look),
-                                             look_addr.eq(Cat(base, ld_table[:2]))]
-                                m.d.sync += [fill_addr.eq(base + 1), fill_entry.eq(look),
-                                             fill_left.eq((1 << (T - l)) - 1)]
+                    m.d.comb += [fast_addr.eq(Cat(cl_code, ld_table[:2])), fast_data.eq(entry)]
                     for (cls, l), wr in fast_w.items():
                         m.d.comb += wr.en.eq((cl == l) & (is_ac if cls == "ac" else ~is_ac))
                     with m.If(cl_left == 1):

@@ -68,11 +68,11 @@ def _or(values):
     return out
 
 
-def shift_left(m, value, amount, name, first_shift=0):
-    """``value << (amount << first_shift)`` truncated to ``len(value)``: one kept 2:1 stage per
-    bit of ``amount`` (a LUT per bit and stage), the smallest shift first."""
+def shift_left(m, value, amount, name):
+    """``value << amount`` truncated to ``len(value)``: one kept 2:1 stage per bit of
+    ``amount`` (a LUT per bit and stage), the smallest shift first."""
     cur = value
-    for b in range(first_shift, first_shift + len(amount)):
-        cur = kept(m, Mux(amount[b - first_shift], cur << (1 << b), cur)[:len(value)],
-                   f"{name}_s{b}", len(value))
+    for b in range(len(amount)):
+        cur = kept(m, Mux(amount[b], cur << (1 << b), cur)[:len(value)], f"{name}_s{b}",
+                   len(value))
     return cur
