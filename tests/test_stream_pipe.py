@@ -1,4 +1,5 @@
-"""PipeStage, SkidBuffer and Narrow: the stream plumbing keeps order, loses nothing, runs at full rate."""
+"""PipeStage, SkidBuffer and Narrow: the stream plumbing keeps order, loses nothing, runs at
+full rate."""
 
 import pytest
 from amaranth import unsigned
