@@ -451,36 +451,65 @@ class Raster(wiring.Component):
     @staticmethod
     def _colour(m, img, fifo, advance, tok4, y4, up4):
         """S5, S6, S7: colour conversion (partial products, offsets, sums and clamps), three
-        stages so that no multiplier is needed; the group then goes into the FIFO."""
-        tok5 = Signal(_Tok)
-        y5 = Signal(64)
+        stages so that no multiplier is needed; the group then goes into the FIFO.
+
+        Four pixels an advance, not eight: a group reaches S4 at most every other advance
+        (each takes two reads, clock A and clock B), so its low half is converted as it
+        arrives and its high half, held, on the next advance, which always carries a bubble.
+        The low half's colours wait in ``low7`` for the high half; the group enters the FIFO
+        one advance later than with eight converters, which cost 1.3k LUT4 more (issue 20)."""
+        half = _GROUP // 2
+        # The high half waits here for the advance after its group's.
+        held_tok = Signal(_Tok)
+        held_y = Signal(8 * half)
+        held_up = [[Signal(8, name=f"held_up_{c}_{k}") for k in range(half)] for c in range(2)]
+        second = held_tok.valid
+        tok5 = Signal(_Tok)                 # valid with the high half only
+        low5 = Signal()                     # S5 holds a low half
+        y5 = Signal(8 * half)
         parts5 = [[Signal(PARTIAL_SHAPE, name=f"part5_{k}_{n}") for n in range(8)]
-                  for k in range(_GROUP)]
+                  for k in range(half)]
         with m.If(advance):
-            m.d.sync += [tok5.eq(tok4), y5.eq(y4)]
-            for k in range(_GROUP):
-                m.d.sync += [p.eq(v) for p, v in zip(parts5[k],
-                                                       chroma_partials(up4[0][k], up4[1][k]))]
+            m.d.sync += [
+                held_tok.eq(Mux(tok4.valid, tok4, 0)),
+                tok5.eq(Mux(second, held_tok, 0)),
+                low5.eq(tok4.valid),
+                y5.eq(Mux(second, held_y, y4[:8 * half])),
+            ]
+            with m.If(tok4.valid):
+                m.d.sync += held_y.eq(y4[8 * half:])
+                for c in range(2):
+                    m.d.sync += [held_up[c][k].eq(up4[c][half + k]) for k in range(half)]
+            for k in range(half):
+                cb = Mux(second, held_up[0][k], up4[0][k])
+                cr = Mux(second, held_up[1][k], up4[1][k])
+                m.d.sync += [p.eq(v) for p, v in zip(parts5[k], chroma_partials(cb, cr))]
         tok6 = Signal(_Tok)
-        y6 = Signal(64)
+        low6 = Signal()
+        y6 = Signal(8 * half)
         offsets6 = [[Signal(signed(10), name=f"off6_{k}_{c}") for c in range(3)]
-                    for k in range(_GROUP)]
+                    for k in range(half)]
         with m.If(advance):
-            m.d.sync += [tok6.eq(tok5), y6.eq(y5)]
-            for k in range(_GROUP):
+            m.d.sync += [tok6.eq(tok5), low6.eq(low5), y6.eq(y5)]
+            for k in range(half):
                 m.d.sync += [o.eq(v) for o, v in zip(offsets6[k], chroma_offsets(parts5[k]))]
         tok7 = Signal(_Tok)
-        rgb7 = Signal(data.ArrayLayout(RgbLayout, _GROUP))
+        low7 = Signal(data.ArrayLayout(RgbLayout, half))     # the group's low half, waiting
+        rgb7 = Signal(data.ArrayLayout(RgbLayout, half))
+        rgb6 = [[Mux(img.gray, y, clamp_u8(y + offsets6[k][c])) for c in range(3)]
+                for k, y in enumerate(_samples(y6, half))]
         with m.If(advance):
             m.d.sync += tok7.eq(tok6)
-            for k, y in enumerate(_samples(y6)):
+            for k in range(half):
                 for c in range(3):
-                    m.d.sync += rgb7[k][c].eq(Mux(img.gray, y, clamp_u8(y + offsets6[k][c])))
+                    m.d.sync += rgb7[k][c].eq(rgb6[k][c])
+                    with m.If(low6):
+                        m.d.sync += low7[k][c].eq(rgb6[k][c])
         group_in = Signal(_GroupLayout)
-        m.d.comb += [group_in.rgb.eq(rgb7), group_in.count.eq(tok7.count),
+        m.d.comb += [group_in.rgb.eq(Cat(low7, rgb7)), group_in.count.eq(tok7.count),
                      group_in.last.eq(tok7.last),
                      fifo.w_data.eq(group_in), fifo.w_en.eq(advance & tok7.valid)]
-        return [tok5, tok6, tok7]
+        return [held_tok, tok5, tok6, tok7]
 
     def _output_beats(self, m, fifo):
         """Each group of 8 as one or two beats of 4: the core's output width."""
