@@ -93,7 +93,12 @@ class CoefficientBuffer(wiring.Component):
         # ---- Two block slots ----------------------------------------------------------------
         # As the quantisation tables: a memory per lane, {slot, n // lanes} for its positions.
         v_w, v_r = self._lane_memories(m, "slots", 128 // lanes)
-        written = [Signal(64, name=f"slot{s}_written") for s in range(2)]
+        # Which positions of each slot were written, per lane (bit = the lane's beat): a
+        # read then picks one of 64 / lanes bits, not one of 64 (8 lanes, synth_ecp5: 804
+        # -> 720 LUT4 for the whole buffer).
+        beats = 64 // lanes
+        written = [[Signal(beats, name=f"slot{s}_written{lane}") for lane in range(lanes)]
+                   for s in range(2)]
         component = [Signal(2, name=f"slot{s}_component") for s in range(2)]
         full = Signal(2)
         wslot = Signal()
@@ -114,7 +119,10 @@ class CoefficientBuffer(wiring.Component):
             for s in range(2):
                 with m.If(wslot == s):
                     with m.If(beat.write):
-                        m.d.sync += written[s].eq(written[s] | (1 << nat))
+                        for lane in range(lanes):
+                            with m.If(nat[:lane_bits] == lane if lanes > 1 else 1):
+                                m.d.sync += written[s][lane].eq(
+                                    written[s][lane] | (1 << nat[lane_bits:]))
                     m.d.sync += component[s].eq(beat.component)
             with m.If(beat.end):
                 m.d.comb += set_full.eq(1 << wslot)
@@ -123,9 +131,8 @@ class CoefficientBuffer(wiring.Component):
         m.d.comb += self.o.valid.eq(full.bit_select(rslot, 1))
         table = self.quant_select[Mux(rslot, component[1], component[0])]
         for lane in range(lanes):
-            index = Signal(6, name=f"index{lane}")
-            m.d.comb += index.eq(rbeat * lanes + lane)
-            present = Mux(rslot, written[1].bit_select(index, 1), written[0].bit_select(index, 1))
+            present = Mux(rslot, written[1][lane].bit_select(rbeat, 1),
+                          written[0][lane].bit_select(rbeat, 1))
             m.d.comb += [v_r[lane].addr.eq(Cat(rbeat, rslot)),
                          q_r[lane].addr.eq(Cat(rbeat, table)),
                          self.o.payload[lane].coef.eq(Mux(present, v_r[lane].data, 0)),
@@ -137,6 +144,6 @@ class CoefficientBuffer(wiring.Component):
                 m.d.comb += clear_full.eq(1 << rslot)
                 for s in range(2):
                     with m.If(rslot == s):
-                        m.d.sync += written[s].eq(0)
+                        m.d.sync += [bits.eq(0) for bits in written[s]]
         m.d.sync += full.eq((full | set_full) & ~clear_full)
         return m
