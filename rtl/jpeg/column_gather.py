@@ -73,7 +73,8 @@ class ColumnGather(wiring.Component):
         # 8) is lane (b - row - col0) mod lanes: the lanes rotated by -(row + col0).
         back = Signal(3)
         m.d.comb += back.eq(-(row + col0))
-        lanes_in = _rotate([self.i.payload[l] for l in range(lanes)], back[:lanes.bit_length() - 1])
+        lanes_in = _rotate([self.i.payload[l] for l in range(lanes)],
+                           back[:lanes.bit_length() - 1])
         for b, (wport, _) in enumerate(rams):
             lane = Signal(3, name=f"lane_for_ram{b}")   # which input lane lands in RAM b
             m.d.comb += [
