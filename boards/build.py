@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from .ooc import tool
+from .ooc import abc9_asserted, tool
 from .presets import board_preset
 from .top import BoardTop
 
@@ -91,10 +91,9 @@ def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=N
         except Exception as exc:             # a tool stopped: report what its log says
             error = exc
         log = out / f"{name}.rpt"
-        # Yosys 0.64's ABC9 flow asserts on some netlists (count_id(wire->name) == 0 while
-        # reading ABC9's result back); the classic ABC mapping is the documented fallback.
+        # ABC9 asserts on some netlists; the classic ABC mapping is the documented fallback.
         if error is None or not log.exists() or \
-                "count_id(wire->name)" not in log.read_text(errors="replace")[-20000:]:
+                not abc9_asserted(log.read_text(errors="replace")):
             break
         synth_opts.append("-noabc9")
         platform = preset.platform()           # a platform prepares one design only

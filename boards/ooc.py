@@ -19,7 +19,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-__all__ = ["DEVICES", "synthesize", "tool"]
+__all__ = ["DEVICES", "abc9_asserted", "synthesize", "tool"]
 
 #: Device name -> (family, nextpnr device options).
 DEVICES = {
@@ -51,6 +51,19 @@ _XILINX_CELLS = {
     "uram": {"URAM288": 1},
     "dsp": {"DSP48E2": 1},
 }
+
+
+def abc9_asserted(log_text):
+    """Whether yosys stopped on an internal assertion inside its ABC9 mapping.
+
+    Yosys 0.64's ABC9 flow asserts on some netlists while reading ABC9's result back
+    (``count_id(wire->name) == 0``, and since the 2026-12-04 area changes also
+    ``GetSize(conn.first) == GetSize(conn.second)``); the classic ABC mapping (``-noabc9``)
+    is the documented fallback.  Any assertion whose log tail is inside an ABC9 step counts,
+    as the message differs from netlist to netlist."""
+    tail = log_text[-20000:]
+    error = tail.rfind("ERROR: Assert")
+    return error >= 0 and "ABC9" in tail[:error]
 
 
 def tool(name, env_var):
@@ -93,9 +106,7 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     try:
         _run(yosys + [script], "yosys", out_dir)
     except RuntimeError:
-        # Yosys 0.64's ABC9 flow asserts on some netlists (count_id(wire->name) == 0 while
-        # reading ABC9's result back); the classic ABC mapping is the documented fallback.
-        if "count_id(wire->name)" not in (out_dir / "yosys.log").read_text()[-20000:]:
+        if not abc9_asserted((out_dir / "yosys.log").read_text()):
             raise
         synth += " -noabc9"
         script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"

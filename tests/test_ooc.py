@@ -3,7 +3,7 @@
 import pytest
 from amaranth import unsigned
 
-from dlforge.boards.ooc import DEVICES, synthesize
+from dlforge.boards.ooc import DEVICES, abc9_asserted, synthesize
 from dlforge.rtl.stream_pipe import Narrow
 
 
@@ -47,3 +47,15 @@ def test_synth_command_prints_a_projection(tmp_path, capsys):
     assert "projection" in out and "LUT6" in out and "DSP48E2" in out
     with pytest.raises(SystemExit):
         main(["synth", "idct", "--device", "xc7a35t"])
+
+
+def test_abc9_assertions_fall_back_and_other_errors_do_not():
+    abc9 = "2.44.21.4. Executing ABC9_EXE pass\n2.44.21.6. Executing AIGER frontend.\n"
+    assert abc9_asserted(abc9 + "ERROR: Assert `count_id(wire->name) == 0' failed in x.cc\n")
+    assert abc9_asserted(abc9 + "ERROR: Assert `GetSize(conn.first) == GetSize(conn.second)'"
+                                " failed in ../yosys-src/kernel/rtlil.cc:3102.\n")
+    # A real design error, or an assertion outside ABC9, must not be hidden by a rerun.
+    assert not abc9_asserted(abc9 + "ERROR: Module `foo' referenced in module `top' is not"
+                                    " part of the design.\n")
+    assert not abc9_asserted("2.3. Executing PROC pass\nERROR: Assert `x' failed in y.cc\n")
+    assert not abc9_asserted("")
