@@ -34,6 +34,7 @@ class BoardPreset:
     reply_payload: int = 1024       # reply frame payload (two buffers per core)
     conv: EngineConfig = None
     rx_fifo: int = 2048             # the UART receiver's buffer, bytes
+    small_ram: str = "block"        # the cores' FIFOs and corner turns (dlforge.rtl.small_ram)
 
     def with_options(self, cores=None, freq_mhz=None, engine=None):
         """A copy with the user's changes; ``engine`` is ``"none"`` or ``"RxCxS"`` (rows,
@@ -55,6 +56,7 @@ class BoardPreset:
         engine = self.conv
         return {"board": self.name, "device": self.device, "freq_mhz": self.freq_mhz,
                 "cores": self.cores, "max_width": self.max_width, "max_height": self.max_height,
+                "small_ram": self.small_ram,
                 "max_payload": self.max_payload, "reply_payload": self.reply_payload,
                 "engine": None if engine is None else
                 f"{engine.rows}x{engine.cols}x{engine.simd} int{engine.operand_bits}"}
@@ -76,8 +78,9 @@ BOARDS = {p.name: p for p in (
     # (the core fills 83 % of the 45F's LUTs; placed for 45 MHz it was estimated at 37.9)
     BoardPreset("ulx3s-45f", ULX3S_45F_Platform, "LFE5U-45F", 36.0, cores=1, max_width=1024),
     # (routed for 45 MHz it reached 43.5, held by the Huffman decoder's symbol loop)
+    # (its block RAM was 203 of 208 with LUT-RAM FIFOs and corner turns: it keeps them there)
     BoardPreset("ulx3s-85f", ULX3S_85F_Platform, "LFE5U-85F", 39.0, cores=1, max_width=4096,
-                conv=MEDIUM_ENGINE),
+                conv=MEDIUM_ENGINE, small_ram="lut"),
     BoardPreset("icebreaker", ICEBreakerPlatform, "iCE40UP5K", 24.0, cores=0,
                 max_payload=256, reply_payload=256, rx_fifo=512),
 )}

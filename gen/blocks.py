@@ -151,6 +151,7 @@ def _blocks_block():
 
 def _jpeg_block():
     from dlforge.rtl.jpeg.decoder import JpegDecoder
+    from dlforge.rtl.small_ram import SMALL_RAMS
     from dlforge.rtl.jpeg.raster import PIXELS_PER_BEAT
 
     def facts(c):
@@ -165,7 +166,7 @@ def _jpeg_block():
                                               "interleave round-robin, each tagged",
             "max_width": c.max_width, "max_height": c.max_height,
             "input_bytes_per_beat": c.input_bytes, "tag_bits": c.tag_bits,
-            "output_pixels_per_beat": PIXELS_PER_BEAT,
+            "output_pixels_per_beat": PIXELS_PER_BEAT, "small_ram": c.small_ram,
         }
 
     def tb_params(c, blocks=None, seed=7):
@@ -181,9 +182,12 @@ def _jpeg_block():
                 Param("max_width", int, DEFAULT_MAX_WIDTH, None,
                       "widest image (a multiple of 16)", short="w"),
                 Param("max_height", int, DEFAULT_MAX_HEIGHT, None, "tallest image"),
-                Param("input_bytes", int, 1, (1, 4), "input bytes per beat", short="b")),
+                Param("input_bytes", int, 1, (1, 4), "input bytes per beat", short="b"),
+                Param("small_ram", str, "block", SMALL_RAMS,
+                      "FIFOs, small tables and corner turns in block RAM or LUT RAM")),
         build=lambda cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
-                     input_bytes=1: JpegDecoder(cores, max_width, max_height, input_bytes),
+                     input_bytes=1, small_ram="block": JpegDecoder(
+                         cores, max_width, max_height, input_bytes, small_ram=small_ram),
         facts=facts,
         testbench="dlforge.sim.tb.jpeg_core",
         tb_params=tb_params,

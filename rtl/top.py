@@ -30,6 +30,7 @@ from .link.conv_link import ConvReplier, WordRegroup
 from .link.jpeg_reply import TAG_BITS, JpegReplier
 from .link.protocol import (CORE_SHIFT, LINK_WIDTHS, MAX_CORES, MAX_PAYLOAD, VERSION, Opcode,
                             Register, Status, array_word, scales_word)
+from .small_ram import check_small_ram
 
 __all__ = ["AcceleratorTop", "ENGINE_HOLD"]
 
@@ -48,7 +49,7 @@ class AcceleratorTop(wiring.Component):
                  max_payload=MAX_PAYLOAD, input_fifo_bytes=64, conv=None, reply_payload=None,
                  register_port=False, link_bytes=1, engine_clock=False, resample_taps=0,
                  resample_lanes=4,
-                 resample_max=(1024, 1024), scaling=False):
+                 resample_max=(1024, 1024), scaling=False, small_ram="block"):
         # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
         # the link's control plane, to bring up a board's link)
         problem = None
@@ -63,6 +64,8 @@ class AcceleratorTop(wiring.Component):
             problem = "a resampler needs a link of 4 bytes or more (its cores read words)"
         elif scaling and link_bytes == 1:
             problem = "scaled decoding needs a link of 4 bytes or more (its cores read words)"
+        elif check_small_ram(small_ram):
+            problem = check_small_ram(small_ram)
         if problem:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
             raise ValueError(problem)
@@ -76,6 +79,9 @@ class AcceleratorTop(wiring.Component):
         self.resample_max = tuple(resample_max)
         # scaling: the cores' reduced IDCTs (decodes at 1/2, 1/4, 1/8 that ask for it)
         self.scaling = bool(scaling and cores)
+        # small_ram: the cores' FIFOs, small tables and corner turns in "block" or "lut" RAM
+        # (dlforge.rtl.small_ram: a board short of block RAM takes "lut")
+        self.small_ram = small_ram
         # Replies may use larger frames than requests (a reply buffer per core instead of the
         # receiver's two slots): fewer frames per image for the host to handle.
         self.reply_payload = max_payload if reply_payload is None else reply_payload
@@ -147,7 +153,8 @@ class AcceleratorTop(wiring.Component):
             lane = DecoderLane(w, self.input_fifo_bytes // w, self.max_width, self.max_height,
                                TAG_BITS, resample_taps=self.resample_taps,
                                resample_max=self.resample_max,
-                               resample_lanes=self.resample_lanes, scaling=self.scaling)
+                               resample_lanes=self.resample_lanes, scaling=self.scaling,
+                               small_ram=self.small_ram)
             m.submodules[f"core{k}"] = ResetInserter(reset)(lane)
             replier = JpegReplier(self.reply_payload, w)
             m.submodules[f"reply{k}"] = replier

@@ -57,6 +57,8 @@ def test_tables_match_the_canonical_codes():
                     want = ({"total": 0, "run": 0, "eob": 0, "adv": 0} if count > 16 else
                             {"total": length + size, "run": run if cls else 0,
                              "eob": int(cls == 1 and size == 0 and run != 15), "adv": 1})
+                    if not cls:                 # a DC entry has no run and no end of block
+                        del want["run"], want["eob"]
                     got = ctx.get(entry)
                     assert {f: int(getattr(got, f)) for f in want} == want, (cls, ident, sym)
                 first, k = (first + count) << 1, k + count

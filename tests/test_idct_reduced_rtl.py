@@ -145,10 +145,10 @@ def _expected_rows(coefs, quant, logs):
     return out
 
 
-def run_idct(coefs, quant, sizes, *, valid_prob=1.0, ready_prob=1.0, seed=0):
+def run_idct(coefs, quant, sizes, *, valid_prob=1.0, ready_prob=1.0, seed=0, small_ram="lut"):
     """Blocks through ``Idct(8, reduced=True)`` with ``sizes`` (a McuSizesLayout dict): returns
     (output rows, their clocks, clocks at which the input beats were taken)."""
-    dut = Idct(8, reduced=True)
+    dut = Idct(8, reduced=True, small_ram=small_ram)
     beats = [[{"coef": int(c[r, k]), "quant": int(q[r, k])} for k in range(8)]
              for c, q in zip(coefs, quant) for r in range(8)]
     logs = [block_log_size(n, **sizes) for n in range(len(coefs))]
@@ -231,16 +231,17 @@ def test_back_pressure(ready_prob, valid_prob):
            seed=int(ready_prob * 100))
 
 
-def test_full_rate():
+@pytest.mark.parametrize("small_ram", ["lut", "block"])
+def test_full_rate(small_ram):
     """Output always ready, input always valid: a beat in every clock (one block per 8 clocks,
     whatever the sizes) and row ``r`` of block ``b`` out exactly ``latency + 8 b + r`` clocks
     after the first coefficient, as for 8x8 blocks."""
     sizes = {"luma": 0, "chroma": 3, "luma_blocks": 2, "blocks": 5}
     n = 40
     coefs, quant = _blocks(n, seed=99)
-    got, when, taken, logs = _check(coefs, quant, sizes)
+    got, when, taken, logs = _check(coefs, quant, sizes, small_ram=small_ram)
     assert taken == list(range(taken[0], taken[0] + 8 * n))        # no gaps at the input
-    latency = Idct.timing(8)[0]
+    latency = Idct.timing(8, small_ram)[0]
     expected = [taken[0] + latency + 8 * b + r for b, log in enumerate(logs)
                 for r in range(1 << log)]
     assert when == expected

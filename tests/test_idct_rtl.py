@@ -9,8 +9,9 @@ from dlforge.sim.corpus.idct_vectors import idct_test_blocks
 from amaranth_streams import run_stream
 
 
+@pytest.mark.parametrize("small_ram", ["lut", "block"])
 @pytest.mark.parametrize("lanes", [1, 2, 4, 8])
-def test_blocks_bit_exact(lanes):
+def test_blocks_bit_exact(lanes, small_ram):
     coefs, quant = idct_test_blocks(40, seed=lanes)
     # Mix in the edge cases' extremes and random blocks from the end of a longer list.
     more_c, more_q = idct_test_blocks(600, seed=lanes)
@@ -18,7 +19,8 @@ def test_blocks_bit_exact(lanes):
     quant = np.concatenate([quant, more_q[-20:]])
     flat = [{"coef": int(c), "quant": int(q)} for c, q in zip(coefs.reshape(-1), quant.reshape(-1))]
     beats = [flat[i:i + lanes] for i in range(0, len(flat), lanes)]
-    got, when = run_stream(Idct(lanes), beats, len(beats), valid_prob=0.9, ready_prob=0.8, seed=lanes)
+    got, when = run_stream(Idct(lanes, small_ram=small_ram), beats, len(beats), valid_prob=0.9,
+                           ready_prob=0.8, seed=lanes)
     samples = np.array([int(v) for g in got for v in g]).reshape(-1, 8, 8)
     assert (samples == idct_islow(coefs, quant)).all()
 
@@ -26,8 +28,23 @@ def test_blocks_bit_exact(lanes):
 def test_latency_and_interval_figures():
     assert Idct.timing(8) == (29, 8) and Idct.timing(1) == (86, 64)
     assert Idct.timing(2) == (54, 32) and Idct.timing(4) == (38, 16)
+    # each corner turn in block RAM reads through its output register: a clock more each
+    assert Idct.timing(8, "block") == (31, 8)
+
+
+@pytest.mark.parametrize("small_ram", ["lut", "block"])
+def test_measured_latency_is_the_stated_one(small_ram):
+    coefs, quant = idct_test_blocks(4, seed=1)
+    flat = [{"coef": int(c), "quant": int(q)} for c, q in zip(coefs.reshape(-1), quant.reshape(-1))]
+    beats = [flat[i:i + 8] for i in range(0, len(flat), 8)]
+    dut = Idct(8, small_ram=small_ram)
+    _, when = run_stream(dut, beats, len(beats))
+    # the first beat enters at clock 0 (run_stream's count) and the rows follow without gaps
+    assert when == list(range(dut.latency, dut.latency + len(beats)))
 
 
 def test_rejects_unsupported_width():
     with pytest.raises(ValueError):
         Idct(3)
+    with pytest.raises(ValueError, match="small_ram must be one of"):
+        Idct(8, small_ram="distributed")

@@ -1,6 +1,7 @@
 """The decoder core's Verilog under cocotb: whole files in, images bit-exact to the golden
 model (itself checked against libjpeg-turbo) or the model's status out, files back to back."""
 
+import numpy as np
 import pytest
 
 from dlforge.gen.blocks import get_block
@@ -97,6 +98,22 @@ def test_two_cores_tag_every_result_and_double_the_rate():
 def test_invalid_parameters():
     with pytest.raises(ValueError):
         JpegCore(input_bytes=2)
+    with pytest.raises(ValueError, match="small_ram must be one of"):
+        JpegCore(small_ram="bram")
+
+
+@pytest.mark.parametrize("small_ram", ["lut", "block"])
+def test_small_memories_in_either_ram(small_ram):
+    """The FIFOs, offsets and corner turns in LUT RAM (a board short of block RAM) or block
+    RAM (one clock more through each corner turn): the same pixels, the golden model's."""
+    from dlforge.sim.models.jpeg_model import decode
+
+    files = [_small_jpeg(2), _small_jpeg(0, size=(17, 9), at=(40, 300)),
+             _small_jpeg(1, gray=True, size=(24, 16))]
+    core = JpegCore(max_width=64, max_height=64, input_bytes=4, small_ram=small_ram)
+    images = _core_files(core, [(f, False, False) for f in files])
+    for image, jpeg in zip(images, files):
+        assert image.status.name == "OK" and np.array_equal(image.pixels, decode(jpeg).pixels)
 
 
 def _core_files(core, files):
@@ -158,7 +175,6 @@ def test_scaled_decodes_on_the_core():
     libjpeg-turbo's scaled decode (the golden model, itself equal to libjpeg-turbo) at every
     scale and sampling; a bad scale word is refused with the next file fine; a scaled file
     with a resize request is resized on its scaled size."""
-    import numpy as np
 
     from dlforge.host.jpeg.resize_request import Resize
     from dlforge.rtl.jpeg.scaling import scale_word
@@ -220,7 +236,6 @@ def test_resize_on_the_core_at_every_lane_count(lanes):
     Pillow's pixels either way (the golden model of the path, itself equal to Pillow)."""
     import io
 
-    import numpy as np
     import skimage.data
     from PIL import Image
 

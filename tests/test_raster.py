@@ -29,8 +29,9 @@ def block_rows(data, headers, scale=1):
 
 
 def run_raster(files, modes, *, max_width=128, valid_prob=1.0, ready_prob=1.0, seed=0,
-               scale=1):
-    """Push every (file, mode) through one Raster; return [(pixels, cycles)]."""
+               scale=1, stall_prob=0.0, stall_len=0):
+    """Push every (file, mode) through one Raster; return [(pixels, cycles)].  With
+    ``stall_prob``, the output also stops for ``stall_len`` clocks at random moments."""
     dut = Raster(max_width)
     rng = random.Random(seed)
     jobs = []
@@ -53,13 +54,18 @@ def run_raster(files, modes, *, max_width=128, valid_prob=1.0, ready_prob=1.0, s
             got, sent, cycles, offering = [], 0, 0, False
             saw_last = False
             limit = 400 + 4 * len(rows) + 2 * want
+            stalled = 0
             while not saw_last:
                 assert cycles < limit, f"stuck after {len(got)} of {want} pixels"
                 if not offering and sent < len(rows) and rng.random() < valid_prob:
                     offering = True
                     ctx.set(dut.blocks.payload.as_value(), rows[sent])
                 ctx.set(dut.blocks.valid, offering)
-                ctx.set(dut.o.ready, rng.random() < ready_prob)
+                if not stalled and rng.random() < stall_prob:
+                    stalled = stall_len
+                    limit += stall_len
+                stalled = max(stalled - 1, 0)
+                ctx.set(dut.o.ready, not stalled and rng.random() < ready_prob)
                 _, _, b_ready, o_valid, o_ready, beat = await ctx.tick().sample(
                     dut.blocks.ready, dut.o.valid, dut.o.ready, dut.o.payload)
                 if offering and b_ready:
@@ -132,6 +138,21 @@ def test_scaled_odd_sizes_and_back_pressure(scale):
 def test_odd_sizes_and_back_pressure():
     names = ("1x1", "1x2", "2x1", "3x5", "7x9", "17x15", "31x33", "37x29")
     check(_files(names), ("fancy",), valid_prob=0.7, ready_prob=0.6, seed=5)
+
+
+def test_long_output_stalls():
+    """The output stops for long stretches while blocks keep coming: the writer fills the
+    slot of the row two ahead meanwhile, so it must not start before the reader's last read
+    of that slot has reached the memory (the read addresses wait a stage in front of it)."""
+    from dlforge.sim.corpus.jpeg_making import pillow_encode
+    from dlforge.sim.corpus.photos import COLOUR_PHOTOS, crop, photo_source
+    files = []
+    for k, (layout, w, h) in enumerate((("gray", 8, 96), ("4:2:0", 16, 96), ("4:4:4", 9, 80),
+                                        ("4:2:2", 24, 64))):
+        name, img = photo_source(k % len(COLOUR_PHOTOS), grey=layout == "gray")
+        data = pillow_encode(crop(img, w, h, k), layout, quality=90)
+        files.append(jpeg_corpus.CorpusFile(f"stall-{layout}-{w}x{h}-{name}", data))
+    check(files, ("fancy", "fast"), stall_prob=0.02, stall_len=300, seed=11)
 
 
 def test_restart_and_table_variants():

@@ -11,6 +11,8 @@ from amaranth import Module, unsigned
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
+from ..small_ram import check_small_ram
+
 from .coefficient_buffer import CoefficientBuffer, DqtLayout
 from .entropy_decoder import EntropyDecoder
 from .huffman_decoder import DhtLayout, DoneLayout, MAX_COMPONENTS, ScanLayout
@@ -23,11 +25,17 @@ __all__ = ["BlockDecoder"]
 
 class BlockDecoder(wiring.Component):
     """The scan-decoding half of a JPEG core as one component, so that the core can reset it
-    between files and it can be generated and tested on its own (``dlforge gen blocks``)."""
+    between files and it can be generated and tested on its own (``dlforge gen blocks``).
+    ``small_ram``: its FIFOs, small tables and the IDCT's corner turns in "block" RAM (the
+    default) or "lut" RAM (:mod:`dlforge.rtl.small_ram`)."""
 
-    def __init__(self, samples_per_clock=8, reduced=False):
+    def __init__(self, samples_per_clock=8, reduced=False, small_ram="block"):
+        if check_small_ram(small_ram):
+            self._MustUse__silence = True
+            raise ValueError(check_small_ram(small_ram))
         self.samples_per_clock = samples_per_clock
         self.reduced = reduced
+        self.small_ram = small_ram
         ports = {
             "i": In(stream.Signature(ByteLayout)),
             "dht": In(stream.Signature(DhtLayout)),
@@ -45,9 +53,10 @@ class BlockDecoder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.entropy = entropy = EntropyDecoder()
+        m.submodules.entropy = entropy = EntropyDecoder(self.small_ram)
         m.submodules.buffer = buffer = CoefficientBuffer(self.samples_per_clock)
-        m.submodules.idct = idct = Idct(self.samples_per_clock, reduced=self.reduced)
+        m.submodules.idct = idct = Idct(self.samples_per_clock, reduced=self.reduced,
+                                        small_ram=self.small_ram)
         if self.reduced:
             m.d.comb += idct.sizes.eq(self.sizes)
         for name in ("i", "dht", "scan"):

@@ -19,6 +19,8 @@ from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..small_ram import check_small_ram, ram_style
+
 __all__ = ["ColumnGather"]
 
 
@@ -33,13 +35,22 @@ def _rotate(values, amount):
 
 
 class ColumnGather(wiring.Component):
-    """Raster-order beats of ``lanes`` elements in; column vectors (row 0 first) out."""
+    """Raster-order beats of ``lanes`` elements in; column vectors (row 0 first) out.
 
-    def __init__(self, shape, lanes):
+    ``small_ram="block"`` reads the RAMs through their output registers, as block RAM reads
+    (one clock more of latency, the same rate): on the ECP5 a 16x4 LUT RAM costs six logic
+    cells, so the eight RAMs of a 32-bit gather are 384 of them, where eight of the 208
+    block RAMs hold them.  ``"lut"`` reads them in the same clock (LUT RAM's own read)."""
+
+    def __init__(self, shape, lanes, small_ram="lut"):
+        problem = check_small_ram(small_ram)
         if lanes not in (1, 2, 4, 8):
+            problem = f"lanes must be 1, 2, 4 or 8, not {lanes}"
+        if problem:
             self._MustUse__silence = True   # never elaborated: no "unused" warning for it
-            raise ValueError(f"lanes must be 1, 2, 4 or 8, not {lanes}")
+            raise ValueError(problem)
         self._shape, self._lanes = shape, lanes
+        self._block_ram = small_ram == "block"
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape, lanes))),
             "o": Out(stream.Signature(data.ArrayLayout(shape, 8))),
@@ -51,9 +62,16 @@ class ColumnGather(wiring.Component):
         beats = 64 // lanes
         rams = []
         for b in range(8):
-            ram = Memory(shape=self._shape, depth=16, init=[])
+            if self._block_ram:
+                # A slot is written only while no read of it is pending (``full``), so a
+                # read never meets a write to its address.
+                ram = Memory(shape=self._shape, depth=16, init=[],
+                             attrs={"ram_style": ram_style("block"), "no_rw_check": 1})
+                rams.append((ram.write_port(), ram.read_port()))
+            else:
+                ram = Memory(shape=self._shape, depth=16, init=[])
+                rams.append((ram.write_port(), ram.read_port(domain="comb")))
             m.submodules[f"ram{b}"] = ram
-            rams.append((ram.write_port(), ram.read_port(domain="comb")))
 
         full = Signal(2)          # which of the two block slots hold a complete block
         wslot = Signal()
@@ -90,13 +108,31 @@ class ColumnGather(wiring.Component):
                 m.d.comb += set_full.eq(1 << wslot)
 
         # Read side: column c has row r in RAM (r + c) mod 8, so RAM b supplies row (b - c).
-        m.d.comb += self.o.valid.eq(full.bit_select(rslot, 1))
+        # With block RAM a column is read into the RAMs' output registers when they are
+        # empty or being emptied (``take``), and leaves from there a clock later.
+        available = full.bit_select(rslot, 1)
+        take = Signal()                         # column rcol is read this clock
+        if self._block_ram:
+            out_valid = Signal()
+            out_col = Signal(3)                 # the column in the output registers
+            m.d.comb += [take.eq(available & (~out_valid | self.o.ready)),
+                         self.o.valid.eq(out_valid)]
+            with m.If(take):
+                m.d.sync += [out_valid.eq(1), out_col.eq(rcol)]
+            with m.Elif(self.o.ready):
+                m.d.sync += out_valid.eq(0)
+            rotate_by = out_col
+        else:
+            m.d.comb += [take.eq(available & self.o.ready), self.o.valid.eq(available)]
+            rotate_by = rcol
         for b, (_, rport) in enumerate(rams):
             row_of_b = Signal(3, name=f"row_in_ram{b}")
             m.d.comb += [row_of_b.eq(b - rcol), rport.addr.eq(Cat(row_of_b, rslot))]
-        for r, value in enumerate(_rotate([rport.data for _, rport in rams], rcol)):
+            if self._block_ram:
+                m.d.comb += rport.en.eq(take)
+        for r, value in enumerate(_rotate([rport.data for _, rport in rams], rotate_by)):
             m.d.comb += self.o.payload[r].eq(value)
-        with m.If(self.o.valid & self.o.ready):
+        with m.If(take):
             m.d.sync += rcol.eq(rcol + 1)
             with m.If(rcol == 7):
                 m.d.sync += rslot.eq(~rslot)

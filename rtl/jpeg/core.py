@@ -36,6 +36,7 @@ from amaranth.lib.wiring import In, Out
 from ..resample.beats import LANE_CHOICES, LANES
 from ..resample.request_reader import RequestReader
 from ..resample.resampler import Resampler
+from ..small_ram import check_small_ram
 from ..stream_pipe import BytesOut, SkidBuffer
 from .block_decoder import BlockDecoder
 from .frame import FrameLayout
@@ -58,11 +59,13 @@ class JpegCore(wiring.Component):
 
     def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT, input_bytes=1,
                  tag_bits=8, resample_taps=0, resample_max=(1024, 1024), resample_lanes=LANES,
-                 scaling=False):
+                 scaling=False, small_ram="block"):
         # resample_taps: 0 for no resampler; resample_max: the largest crop and output
         # (width, height) it takes (its line buffers and tables); resample_lanes: its
         # pixels a clock (4, the raster's beat; 1 or 2 for a board with few multipliers);
-        # scaling: the reduced IDCTs (scaled decodes at 1/2, 1/4, 1/8)
+        # scaling: the reduced IDCTs (scaled decodes at 1/2, 1/4, 1/8); small_ram: the FIFOs,
+        # small tables and the IDCT's corner turns in "block" RAM (some 1.3k LUT4 fewer on the
+        # ECP5 for 26 block RAMs) or "lut" RAM, for a board short of block RAM
         problem = None
         if input_bytes not in (1, 4):
             problem = f"input_bytes must be 1 or 4, not {input_bytes}"
@@ -74,6 +77,8 @@ class JpegCore(wiring.Component):
             problem = f"resample_taps must be 2 to 255, not {resample_taps}"
         elif resample_lanes not in LANE_CHOICES:
             problem = f"resample_lanes must be one of {LANE_CHOICES}, not {resample_lanes!r}"
+        elif check_small_ram(small_ram):
+            problem = check_small_ram(small_ram)
         if problem:
             self._MustUse__silence = True
             raise ValueError(problem)
@@ -82,6 +87,7 @@ class JpegCore(wiring.Component):
         self.resample_taps, self.resample_max = resample_taps, tuple(resample_max)
         self.resample_lanes = resample_lanes
         self.scaling = bool(scaling)
+        self.small_ram = small_ram
         super().__init__({
             "i": In(stream.Signature(input_layout(input_bytes, tag_bits,
                                                   resize=bool(resample_taps),
@@ -118,8 +124,8 @@ class JpegCore(wiring.Component):
         """Parser -> block decoder -> raster; the two stages behind the parser are reset
         (``flush``) between files, so that what a bad file left in them cannot reach the next."""
         m.submodules.parser = parser = MarkerParser(self.max_width, self.max_height)
-        blocks = BlockDecoder(8, reduced=self.scaling)
-        raster = Raster(self.max_width)
+        blocks = BlockDecoder(8, reduced=self.scaling, small_ram=self.small_ram)
+        raster = Raster(self.max_width, self.small_ram)
         m.submodules.blocks = ResetInserter(flush)(blocks)
         m.submodules.raster = ResetInserter(flush)(raster)
         # The raster's ``ready`` (a comparison of its row counters) would otherwise run back

@@ -34,17 +34,19 @@ class JpegDecoder(wiring.Component):
     its own stream, and the unit the core tests and `dlforge bench jpeg` drive directly."""
 
     def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
-                 input_bytes=1, tag_bits=8, input_fifo_depth=64):
+                 input_bytes=1, tag_bits=8, input_fifo_depth=64, small_ram="block"):
         if cores < 1:
             self._MustUse__silence = True
             raise ValueError(f"cores must be at least 1, not {cores}")
         # the board's lanes (input FIFO, then the core), as the accelerator top has them
-        self.lanes = [DecoderLane(input_bytes, input_fifo_depth, max_width, max_height, tag_bits)
+        self.lanes = [DecoderLane(input_bytes, input_fifo_depth, max_width, max_height, tag_bits,
+                                  small_ram=small_ram)
                       for _ in range(cores)]
         self.cores = [lane.core for lane in self.lanes]
         self.max_width, self.max_height = max_width, max_height
         self.input_bytes, self.tag_bits = input_bytes, tag_bits
         self.input_fifo_depth = input_fifo_depth
+        self.small_ram = small_ram
         super().__init__({
             "i": In(stream.Signature(input_layout(input_bytes, tag_bits, cores))),
             "o": Out(stream.Signature(output_layout(tag_bits))),

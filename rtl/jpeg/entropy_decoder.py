@@ -28,10 +28,14 @@ class EntropyDecoder(wiring.Component):
     symbols_decoded: Out(32)
     busy: Out(1)                  # a scan is being decoded
 
+    def __init__(self, small_ram="block"):
+        self.small_ram = small_ram                  # the Huffman decoder's (see HuffmanDecoder)
+        super().__init__()
+
     def elaborate(self, platform):
         m = Module()
         m.submodules.unstuff = unstuff = Unstuffer()
-        m.submodules.huffman = huffman = HuffmanDecoder()
+        m.submodules.huffman = huffman = HuffmanDecoder(self.small_ram)
         wiring.connect(m, wiring.flipped(self.i), unstuff.i)
         wiring.connect(m, unstuff.o, huffman.tokens)
         wiring.connect(m, wiring.flipped(self.dht), huffman.dht)

@@ -34,10 +34,10 @@ from types import SimpleNamespace
 
 from amaranth import Module, Signal, Array, Mux, Cat, Const, signed
 from amaranth.lib import wiring, stream, data
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .huffman_tables import DhtLayout, FastEntry, HuffmanTables, PatchLayout
+from ..small_ram import SmallRamFifo, check_small_ram
+from .huffman_tables import DcEntry, DhtLayout, FastEntry, HuffmanTables, PatchLayout
 from .lutmap import any_of, kept, select, shift_left
 from .status import JpegStatus as S
 from .unstuff import TokenKind, TokenLayout
@@ -141,10 +141,19 @@ class HuffmanDecoder(wiring.Component):
     busy: Out(1)
     symbols_decoded: Out(32)      # counter: Huffman symbols resolved since reset
 
+    def __init__(self, small_ram="block"):
+        # small_ram: the output FIFO and the tables' offsets in "block" or "lut" RAM
+        if check_small_ram(small_ram):
+            self._MustUse__silence = True
+            raise ValueError(check_small_ram(small_ram))
+        self.small_ram = small_ram
+        super().__init__()
+
     def elaborate(self, platform):
         m = Module()
-        m.submodules.tables = tables = HuffmanTables()
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=CoefficientLayout.size, depth=_FIFO)
+        m.submodules.tables = tables = HuffmanTables(self.small_ram)
+        m.submodules.fifo = fifo = SmallRamFifo(width=CoefficientLayout.size, depth=_FIFO,
+                                                small_ram=self.small_ram)
         wiring.connect(m, wiring.flipped(self.dht), tables.dht)
 
         hs = self._scan_handshake(m, tables)
@@ -309,9 +318,8 @@ class HuffmanDecoder(wiring.Component):
 
         # Per length, in parallel with the comparators: the entries, and where an AC symbol of
         # that length would take the coefficient index (a DC symbol always leaves it at 1).
-        entries = data.ArrayLayout(FastEntry, 16)
-        ent_dc = kept(m, tables.fast_dc, "ent_dc", entries)
-        ent_ac = kept(m, tables.fast_ac, "ent_ac", entries)
+        ent_dc = kept(m, tables.fast_dc, "ent_dc", data.ArrayLayout(DcEntry, 16))
+        ent_ac = kept(m, tables.fast_ac, "ent_ac", data.ArrayLayout(FastEntry, 16))
         k_sums = [st.k + e.run + e.adv for e in ent_ac]
         done_ac = kept(m, Cat(*[e.eob | ks[6] for e, ks in zip(ent_ac, k_sums)]), "block_done")
         k_next_ac = data.View(data.ArrayLayout(6, 16), kept(m, Cat(*[

@@ -30,7 +30,9 @@ from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["TABLES", "DhtLayout", "FastEntry", "PatchLayout", "HuffmanTables"]
+from ..small_ram import ram_style
+
+__all__ = ["TABLES", "DhtLayout", "FastEntry", "DcEntry", "PatchLayout", "HuffmanTables"]
 
 TABLES = 8
 DhtLayout = data.StructLayout({"byte": 8, "last": 1})
@@ -42,6 +44,10 @@ FastEntry = data.StructLayout({
     "eob": 1,        # AC: an end of block
     "adv": 1,        # 1 for a usable entry, 0 for a slow one (everything else is 0 then)
 })
+
+#: A DC table's entry: no run and no end of block, so six bits (two LUT-RAM columns of four
+#: where eleven take three: 56 fewer 16x4 RAMs in the DC class, some 340 LUT4 on the ECP5).
+DcEntry = data.StructLayout({"total": 5, "adv": 1})
 
 
 def _fast_index_bits(length):
@@ -68,7 +74,7 @@ class HuffmanTables(wiring.Component):
     fast_dc_table: In(2)
     fast_ac_table: In(2)
     fast_bits: In(16)
-    fast_dc: Out(data.ArrayLayout(FastEntry, 16))       # element l - 1: codes of length l
+    fast_dc: Out(data.ArrayLayout(DcEntry, 16))         # element l - 1: codes of length l
     fast_ac: Out(data.ArrayLayout(FastEntry, 16))
     patch: In(PatchLayout)              # written when patch_en (tables locked)
     patch_en: In(1)
@@ -77,14 +83,25 @@ class HuffmanTables(wiring.Component):
     symbol_addr: In(11)                                 # {table, index}
     symbol: Out(8)
 
+    def __init__(self, small_ram="block"):
+        self.small_ram = small_ram          # where the value offsets go (dlforge.rtl.small_ram)
+        super().__init__()
+
     def elaborate(self, platform):
         m = Module()
 
         # ---- Storage ---------------------------------------------------------------------
-        m.submodules.symbols = symbols = Memory(shape=8, depth=TABLES * 256, init=[])
+        # Written only between scans (``locked`` holds the loader off) and read only during
+        # one: a read never needs what a write of the same clock holds, so yosys need not
+        # build a bypass for it (``no_rw_check``); the offsets take a block RAM (``small_ram``
+        # "block") or 16 LUT RAMs.
+        m.submodules.symbols = symbols = Memory(shape=8, depth=TABLES * 256, init=[],
+                                                attrs={"no_rw_check": 1})
         sym_w = symbols.write_port()
         sym_r = symbols.read_port()
-        m.submodules.valoffs = valoffs = Memory(shape=8, depth=TABLES * 16, init=[])
+        m.submodules.valoffs = valoffs = Memory(shape=8, depth=TABLES * 16, init=[],
+                                                attrs={"no_rw_check": 1,
+                                                       "ram_style": ram_style(self.small_ram)})
         off_w = valoffs.write_port()
         off_r = valoffs.read_port()
         m.d.comb += [sym_r.addr.eq(self.symbol_addr), self.symbol.eq(sym_r.data),
@@ -98,14 +115,19 @@ class HuffmanTables(wiring.Component):
                                    ("ac", self.fast_ac_table, self.fast_ac)):
             for l in range(1, 17):
                 ib = _fast_index_bits(l)
-                mem = Memory(shape=FastEntry, depth=4 << ib, init=[])
+                shape = FastEntry if cls == "ac" else DcEntry
+                mem = Memory(shape=shape, depth=4 << ib, init=[])
                 m.submodules[f"fast_{cls}_l{l}"] = mem
                 rd = mem.read_port(domain="comb")
                 code = self.fast_bits[16 - l:16]             # the first l bits
                 m.d.comb += [rd.addr.eq(Cat(code[:ib], table_in)), out[l - 1].eq(rd.data)]
                 wr = mem.write_port()
-                m.d.comb += [wr.addr.eq(Cat(fast_addr[:ib], fast_addr[4:6])),
-                             wr.data.eq(fast_data)]
+                m.d.comb += wr.addr.eq(Cat(fast_addr[:ib], fast_addr[4:6]))
+                if cls == "ac":
+                    m.d.comb += wr.data.eq(fast_data)
+                else:
+                    m.d.comb += [wr.data.total.eq(fast_data.total),
+                                 wr.data.adv.eq(fast_data.adv)]
                 fast_w[cls, l] = wr
         with m.If(self.patch_en):
             p = self.patch

@@ -22,6 +22,7 @@ from amaranth import Module, Mux, Cat, Signal, signed, unsigned
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
+from ..small_ram import check_small_ram
 from ..stream_pipe import PipeStage, Narrow
 from . import idct_constants as K
 from .column_gather import ColumnGather
@@ -74,13 +75,19 @@ class Idct(wiring.Component):
 
     ``reduced=True`` (only with 8 samples per clock): per-block 8x8/4x4/2x2/1x1 IDCTs chosen
     by the ``sizes`` port (see the module docstring); a block of size ``s`` gives ``s`` beats.
+    ``small_ram``: the corner turns' memories, "lut" (LUT RAM, read in the same clock) or
+    "block" (block RAM, read through its output register: a clock more each, the same rate;
+    on the ECP5 some 700 logic cells fewer for 16 block RAMs at 8 lanes).
     """
 
     #: The IDCT sizes of a reduced Idct as log2 (McuSizesLayout's encoding) and in samples.
     LOG_SIZES = K.LOG_SIZES
     SIZES = tuple(1 << log for log in K.LOG_SIZES)
 
-    def __init__(self, samples_per_clock=1, reduced=False):
+    def __init__(self, samples_per_clock=1, reduced=False, small_ram="lut"):
+        if check_small_ram(small_ram):
+            self._MustUse__silence = True
+            raise ValueError(check_small_ram(small_ram))
         if samples_per_clock not in SAMPLES_PER_CLOCK:
             self._MustUse__silence = True   # never elaborated: no "unused" warning for it
             raise ValueError(f"samples_per_clock must be one of {SAMPLES_PER_CLOCK}, "
@@ -91,6 +98,7 @@ class Idct(wiring.Component):
                              f"beat), not {samples_per_clock!r}")
         self.samples_per_clock = samples_per_clock
         self.reduced = bool(reduced)
+        self.small_ram = small_ram
         ports = {
             "i": In(stream.Signature(data.ArrayLayout(CoefLayout, samples_per_clock))),
             "o": Out(stream.Signature(data.ArrayLayout(unsigned(8), samples_per_clock))),
@@ -105,35 +113,40 @@ class Idct(wiring.Component):
         return 1 << log_size
 
     @staticmethod
-    def timing(samples_per_clock):
+    def timing(samples_per_clock, small_ram="lut"):
         """(latency, block interval) in clocks for a width, without building the component.
 
         Interval: ``64 / samples_per_clock``.  Latency, from the first coefficient of a block
         entering to its first sample leaving: dequantiser (1) + the rest of the block arriving
         (interval - 1) + slot hand-over (1) + column register (1) + column pass + the eight
         columns (8) + row register (1) + row pass + the narrowing register (only when fewer
-        than 8 samples leave per clock).  The
+        than 8 samples leave per clock), and one clock per corner turn in block RAM.  The
         testbench measures both figures and checks them against these.
         """
         interval = 64 // samples_per_clock
         narrow = 1 if samples_per_clock < 8 else 0
-        latency = 1 + (interval - 1) + 1 + 1 + Idct1D.latency + 8 + 1 + Idct1D.latency + narrow
+        turns = 2 if small_ram == "block" else 0
+        latency = (1 + (interval - 1) + 1 + 1 + Idct1D.latency + 8 + 1 + Idct1D.latency + narrow
+                   + turns)
         return latency, interval
 
     @property
     def block_interval(self):
         """Clocks between consecutive blocks at full rate."""
-        return self.timing(self.samples_per_clock)[1]
+        return self.timing(self.samples_per_clock, self.small_ram)[1]
 
     @property
     def latency(self):
         """Clocks from a block's first coefficient in to its first sample out (see ``timing``)."""
-        return self.timing(self.samples_per_clock)[0]
+        return self.timing(self.samples_per_clock, self.small_ram)[0]
 
     def parameters(self):
+        params = {"samples_per_clock": self.samples_per_clock}
         if self.reduced:
-            return {"samples_per_clock": self.samples_per_clock, "reduced": True}
-        return {"samples_per_clock": self.samples_per_clock}
+            params["reduced"] = True
+        if self.small_ram != "lut":
+            params["small_ram"] = self.small_ram
+        return params
 
     def elaborate(self, platform):
         m = Module()
@@ -145,7 +158,7 @@ class Idct(wiring.Component):
 
         m.submodules.dequant = dequant = PipeStage(
             data.ArrayLayout(CoefLayout, lanes), data.ArrayLayout(DEQUANT_SHAPE, lanes), dequantize)
-        m.submodules.columns = columns = ColumnGather(DEQUANT_SHAPE, lanes)
+        m.submodules.columns = columns = ColumnGather(DEQUANT_SHAPE, lanes, self.small_ram)
         # A register after each corner-turn keeps its RAM read and rotation out of the
         # first adders of the pass that follows.
         m.submodules.columns_reg = columns_reg = PipeStage(columns.o.payload.shape(),
@@ -155,7 +168,7 @@ class Idct(wiring.Component):
         else:
             pass1 = Idct1D(DEQUANT_SHAPE, K.PASS1_MOD_BITS, K.PASS1_DESCALE)
         m.submodules.pass1 = pass1
-        m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8)
+        m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8, self.small_ram)
         m.submodules.rows_reg = rows_reg = PipeStage(rows.o.payload.shape(), rows.o.payload.shape())
         if self.reduced:
             pass2 = Idct1D(unsigned(pass1.out_bits), *K.SIZE_PASS2[3], reduced=K.SIZE_PASS2)

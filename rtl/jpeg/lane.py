@@ -7,9 +7,9 @@ the board ships.
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from ..small_ram import SmallRamFifo
 from ..link.jpeg_reply import TAG_BITS
 from .core import JpegCore
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
@@ -29,8 +29,10 @@ class CoreFeed(wiring.Component):
     """One core's input: W-byte link beats queued (a W-wide FIFO, filled at link speed),
     then taken apart into the core's 4-byte beats (W = 1: the core's byte beats)."""
 
-    def __init__(self, link_bytes, depth, resize=False, scaling=False, tag_bits=TAG_BITS):
+    def __init__(self, link_bytes, depth, resize=False, scaling=False, tag_bits=TAG_BITS,
+                 small_ram="block"):
         self.link_bytes, self.depth, self.resize = link_bytes, depth, resize
+        self.small_ram = small_ram          # where the FIFO goes (dlforge.rtl.small_ram)
         self.scaling, self.tag_bits = scaling, tag_bits
         self.core_bytes = 1 if link_bytes == 1 else 4
         super().__init__({"i": In(stream.Signature(lane_entry(link_bytes, tag_bits))),
@@ -42,7 +44,8 @@ class CoreFeed(wiring.Component):
         m = Module()
         w, cb = self.link_bytes, self.core_bytes
         entry = lane_entry(w, self.tag_bits)
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=entry.size, depth=self.depth)
+        m.submodules.fifo = fifo = SmallRamFifo(width=entry.size, depth=self.depth,
+                                                small_ram=self.small_ram)
         m.d.comb += [fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
                      self.i.ready.eq(fifo.w_rdy)]
         head = entry(fifo.r_data)
@@ -77,10 +80,10 @@ class DecoderLane(wiring.Component):
 
     def __init__(self, link_bytes=1, fifo_depth=64, max_width=DEFAULT_MAX_WIDTH,
                  max_height=DEFAULT_MAX_HEIGHT, tag_bits=TAG_BITS, resample_taps=0,
-                 resample_max=None, resample_lanes=None, scaling=False):
+                 resample_max=None, resample_lanes=None, scaling=False, small_ram="block"):
         self.feed = CoreFeed(link_bytes, fifo_depth, resize=bool(resample_taps),
-                             scaling=scaling, tag_bits=tag_bits)
-        options = {"resample_taps": resample_taps, "scaling": scaling}
+                             scaling=scaling, tag_bits=tag_bits, small_ram=small_ram)
+        options = {"resample_taps": resample_taps, "scaling": scaling, "small_ram": small_ram}
         if resample_max is not None:
             options["resample_max"] = resample_max
         if resample_lanes is not None:
