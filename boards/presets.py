@@ -13,7 +13,8 @@ from amaranth_boards.ulx3s import (ULX3S_12F_Platform, ULX3S_25F_Platform, ULX3S
                                    ULX3S_85F_Platform)
 
 from ..rtl.conv.config import EngineConfig, parse_engine
-from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
+from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH, LIMIT_MAX_WIDTH
+from ..rtl.small_ram import check_small_ram
 
 __all__ = ["BoardPreset", "BOARDS", "board_preset"]
 
@@ -36,10 +37,22 @@ class BoardPreset:
     rx_fifo: int = 2048             # the UART receiver's buffer, bytes
     small_ram: str = "block"        # the cores' FIFOs and corner turns (dlforge.rtl.small_ram)
 
-    def with_options(self, cores=None, freq_mhz=None, engine=None):
+    def with_options(self, cores=None, freq_mhz=None, engine=None, max_width=None,
+                     small_ram=None):
         """A copy with the user's changes; ``engine`` is ``"none"`` or ``"RxCxS"`` (rows,
-        columns, int8 lanes; buffers as the board's own engine, or the small one's)."""
+        columns, int8 lanes; buffers as the board's own engine, or the small one's);
+        ``max_width`` and ``small_ram`` are the cores' (block RAM against image width)."""
         preset = self
+        if max_width is not None:
+            if max_width % 16 or not 16 <= max_width <= LIMIT_MAX_WIDTH - 8:
+                raise ValueError(f"{self.name}: max width must be a multiple of 16 from 16 to "
+                                 f"{LIMIT_MAX_WIDTH - 8}, not {max_width}")
+            preset = replace(preset, max_width=max_width)
+        if small_ram is not None:
+            problem = check_small_ram(small_ram)
+            if problem:
+                raise ValueError(f"{self.name}: {problem}")
+            preset = replace(preset, small_ram=small_ram)
         if engine is not None:
             preset = replace(preset, conv=parse_engine(engine, self.conv or SMALL_ENGINE))
         if cores is not None:
@@ -86,10 +99,10 @@ BOARDS = {p.name: p for p in (
 )}
 
 
-def board_preset(name, cores=None, freq_mhz=None, engine=None):
+def board_preset(name, cores=None, freq_mhz=None, engine=None, max_width=None, small_ram=None):
     try:
         preset = BOARDS[name]
     except KeyError:
         raise ValueError(f"unknown board {name!r}; known: {', '.join(BOARDS)}") from None
-    return preset.with_options(cores, freq_mhz, engine)
+    return preset.with_options(cores, freq_mhz, engine, max_width, small_ram)
 

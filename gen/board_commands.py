@@ -13,6 +13,7 @@ def cmd_build(args):
         try:
             report = build_board(args.board, cores=args.cores, freq_mhz=args.freq,
                                  out_dir=args.output, seed=args.seed, engine=args.engine,
+                                 max_width=args.max_width, small_ram=args.small_ram,
                                  progress=progress)
             failed = None
         except BuildFailed as exc:
@@ -49,6 +50,7 @@ def cmd_program(args):
 
 def add_board_commands(sub):
     from ..boards.presets import BOARDS
+    from ..rtl.small_ram import SMALL_RAMS
     names = tuple(BOARDS)
     build = sub.add_parser("build", help="bitstream for a board with the YoWASP tools: Fmax, "
                                          "timing and resources (fails if it does not fit or "
@@ -61,6 +63,13 @@ def add_board_commands(sub):
     build.add_argument("--engine", default=None, metavar="RxCxS|none",
                        help="convolution engine: rows x columns x int8 lanes, or none "
                             "(default: the board's preset)")
+    build.add_argument("--max-width", type=int, default=None,
+                       help="the cores' widest image, a multiple of 16 (default: the board's "
+                            "preset); their line memories, most of a core's block RAM, "
+                            "scale with it")
+    build.add_argument("--small-ram", default=None, choices=SMALL_RAMS,
+                       help="the cores' FIFOs, small tables and corner turns in block or LUT "
+                            "RAM (default: the board's preset)")
     build.add_argument("--seed", type=int, default=1, help="placer seed")
     build.add_argument("-o", "--output", default=None,
                        help="build folder (default build/boards/BOARD)")

@@ -66,6 +66,14 @@ def test_options():
     assert (engine.rows, engine.cols, engine.simd) == (4, 2, 2)
     with pytest.raises(ValueError, match="ROWSxCOLSxLANES"):
         board_preset("icebreaker", engine="big")
+    two = board_preset("ulx3s-85f", cores=2, max_width=2048, small_ram="block")
+    assert (two.cores, two.max_width, two.small_ram) == (2, 2048, "block")
+    assert two.describe()["max_width"] == 2048
+    for width in (2040, 0, 8192):
+        with pytest.raises(ValueError, match="multiple of 16"):
+            board_preset("ulx3s-85f", max_width=width)
+    with pytest.raises(ValueError, match="small_ram must be one of"):
+        board_preset("ulx3s-85f", small_ram="bram")
 
 
 def test_presets_describe_themselves():

@@ -2,9 +2,11 @@
 quantisation values out; and the first hardware chain JPEG bytes -> 8x8 sample blocks."""
 
 import random
+import re
 
 import numpy as np
 import pytest
+from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.coefficient_buffer import CoefficientBuffer
@@ -36,8 +38,9 @@ async def send(ctx, port, beats):
     ctx.set(port.valid, 0)
 
 
-@pytest.mark.parametrize("lanes", [1, 2, 4, 8])
-def test_sparse_writes_become_dense_blocks(lanes):
+@pytest.mark.parametrize("lanes, small_ram", [(1, "block"), (2, "lut"), (4, "block"),
+                                              (8, "block"), (8, "lut")])
+def test_sparse_writes_become_dense_blocks(lanes, small_ram):
     rng = np.random.default_rng(lanes)
     quant = {0: rng.integers(1, 256, 64), 2: rng.integers(256, 65536, 64)}
     blocks, beats = [], []
@@ -54,7 +57,7 @@ def test_sparse_writes_become_dense_blocks(lanes):
                           "end": i == len(zz) - 1 and z == 63})
         if zz[-1] != 63:
             beats.append({"value": 0, "zz": 0, "component": comp, "write": 0, "end": 1})
-    dut = CoefficientBuffer(lanes)
+    dut = CoefficientBuffer(lanes, small_ram=small_ram)
     body = dqt_body(quant)
     got = []
 
@@ -137,3 +140,20 @@ def test_jpeg_bytes_to_sample_blocks(subsampling, lanes):
     sim.run()
     assert len(samples) == len(want)
     assert (np.array(samples) == want).all()
+
+
+@pytest.mark.parametrize("kwargs, words", [({"lanes": 3}, "lanes"),
+                                           ({"small_ram": "bram"}, "small_ram")])
+def test_bad_parameters_are_refused(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        CoefficientBuffer(**kwargs)
+
+
+@pytest.mark.parametrize("small_ram, style", [("block", "block"), ("lut", "distributed")])
+def test_tables_and_slots_are_one_wide_memory_each(small_ram, style):
+    """All lanes read one address, so each memory is lanes x 16 bits with a lane's write enable;
+    its ram_style is what small_ram says."""
+    text = rtlil.convert(CoefficientBuffer(8, small_ram=small_ram))
+    found = re.findall(r'attribute \\ram_style "(\w+)"\n  attribute \\no_rw_check 1\n'
+                       r'  memory width (\d+) size (\d+) \\(\w+)', text)
+    assert sorted(found) == [(style, "128", "16", "slots"), (style, "128", "32", "quant")]

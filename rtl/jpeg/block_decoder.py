@@ -54,7 +54,8 @@ class BlockDecoder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.entropy = entropy = EntropyDecoder(self.small_ram)
-        m.submodules.buffer = buffer = CoefficientBuffer(self.samples_per_clock)
+        m.submodules.buffer = buffer = CoefficientBuffer(self.samples_per_clock,
+                                                        small_ram=self.small_ram)
         m.submodules.idct = idct = Idct(self.samples_per_clock, reduced=self.reduced,
                                         small_ram=self.small_ram)
         if self.reduced:

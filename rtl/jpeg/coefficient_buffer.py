@@ -5,13 +5,19 @@ all 64 in natural order with their quantisation values.  Two block slots alterna
 from the decoder while the other is read out ``lanes`` coefficients per clock.  A bitmap of
 the positions written stands in for clearing the slot, so a block needs no extra clocks.
 Quantisation tables arrive as DQT segment bodies (8- or 16-bit entries, zigzag order).
+
+All lanes read the same address in a clock, so the tables and the slots are each one memory
+``lanes`` x 16 bits wide (a 16-bit write enable per lane), read through a register like a
+block RAM: one clock more per block, the same rate.  ``small_ram`` says whether they are block
+RAM (8 EBR at 8 lanes) or LUT RAM (96 DPR16X4, some 576 LUT4 on the ECP5).
 """
 
-from amaranth import Module, Signal, Array, Cat, Mux, Const
+from amaranth import Module, Signal, Array, Cat, Mux, Const, Value
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..small_ram import check_small_ram, ram_style
 from .huffman_decoder import CoefficientLayout, MAX_COMPONENTS
 from .idct import CoefLayout
 from .idct_constants import ZIGZAG
@@ -26,11 +32,15 @@ class CoefficientBuffer(wiring.Component):
     order, and the IDCT, which wants whole blocks in natural order with their quantisation
     values, without clocks spent clearing blocks."""
 
-    def __init__(self, lanes=1):
+    def __init__(self, lanes=1, small_ram="block"):
+        problem = check_small_ram(small_ram)
         if lanes not in (1, 2, 4, 8):
+            problem = f"lanes must be 1, 2, 4 or 8, not {lanes}"
+        if problem:
             self._MustUse__silence = True
-            raise ValueError(f"lanes must be 1, 2, 4 or 8, not {lanes}")
+            raise ValueError(problem)
         self.lanes = lanes
+        self.small_ram = small_ram          # where the tables and slots go (rtl.small_ram)
         super().__init__({
             "dqt": In(stream.Signature(DqtLayout)),
             "quant_select": In(data.ArrayLayout(2, MAX_COMPONENTS)),   # Tq of each component
@@ -39,27 +49,27 @@ class CoefficientBuffer(wiring.Component):
             "table_error": Out(1),
         })
 
-    def _lane_memories(self, m, name, depth):
-        """One 16-bit memory of ``depth`` entries per lane; returns their write ports and
-        their (combinational) read ports."""
-        memories = []
-        for lane in range(self.lanes):
-            m.submodules[f"{name}{lane}"] = memory = Memory(shape=16, depth=depth, init=[])
-            memories.append(memory)
-        return ([memory.write_port() for memory in memories],
-                [memory.read_port(domain="comb") for memory in memories])
+    def _wide_memory(self, m, name, depth):
+        """A ``lanes`` x 16-bit memory of ``depth`` entries, a write enable per lane; returns
+        its write port and its registered read port (``en`` holds the data)."""
+        m.submodules[name] = memory = Memory(
+            shape=16 * self.lanes, depth=depth, init=[],
+            # A read never meets a write of the same entry in one clock (see elaborate).
+            attrs={"ram_style": ram_style(self.small_ram), "no_rw_check": 1})
+        return memory.write_port(granularity=16), memory.read_port(transparent_for=())
 
     def elaborate(self, platform):
         m = Module()
         lanes = self.lanes
 
         # ---- Quantisation tables: 4 x 64 entries, natural order ------------------------
-        # One memory per lane, holding the positions n with n mod lanes == lane (a lane reads
-        # only those): 4 x 64 / lanes entries each, one write and one read port, which the
-        # LUT RAM has.  One memory of 256 entries with ``lanes`` read ports would be copied
-        # per port (issue 20: the buffer took 6,980 LUT4 that way).
+        # Entry {table, n // lanes} holds positions n .. n + lanes - 1, lane k in bits
+        # 16k..16k+15: one write port (a lane's enable per write) and one read port.  Separate
+        # memories per read port would be copied per port (issue 20: 6,980 LUT4 that way).
+        # Tables are written only while a file's headers are read, and the core lets the next
+        # file in only after this one's trailer left, so a read never meets a write.
         lane_bits = lanes.bit_length() - 1
-        q_w, q_r = self._lane_memories(m, "quant", 256 // lanes)
+        q_w, q_r = self._wide_memory(m, "quant", 256 // lanes)
         natural_of = Array(Const(n, 6) for n in ZIGZAG)
         q_state = Signal(2)            # 0: Pq/Tq, 1: high byte (16-bit), 2: low/only byte
         q_table = Signal(2)
@@ -80,10 +90,10 @@ class CoefficientBuffer(wiring.Component):
                 with m.Case(2):
                     q_nat = Signal(6)
                     m.d.comb += q_nat.eq(natural_of[q_k[:6]])
-                    for lane, port in enumerate(q_w):
-                        m.d.comb += [port.addr.eq(Cat(q_nat[lane_bits:], q_table)),
-                                     port.data.eq(Mux(q_wide, Cat(byte, q_high), byte)),
-                                     port.en.eq(q_nat[:lane_bits] == lane if lanes > 1 else 1)]
+                    m.d.comb += [q_w.addr.eq(Cat(q_nat[lane_bits:], q_table)),
+                                 q_w.data.eq(Mux(q_wide, Cat(byte, q_high), byte)
+                                             .replicate(lanes)),
+                                 q_w.en.eq(1 << q_nat[:lane_bits] if lanes > 1 else 1)]
                     m.d.sync += [q_k.eq(q_k + 1), q_state.eq(Mux(q_wide, 1, 2))]
                     with m.If(q_k == 63):
                         m.d.sync += q_state.eq(0)
@@ -91,8 +101,10 @@ class CoefficientBuffer(wiring.Component):
                 m.d.sync += [self.table_error.eq(1), q_state.eq(0)]
 
         # ---- Two block slots ----------------------------------------------------------------
-        # As the quantisation tables: a memory per lane, {slot, n // lanes} for its positions.
-        v_w, v_r = self._lane_memories(m, "slots", 128 // lanes)
+        # As the quantisation tables: entry {slot, n // lanes}.  A slot is read only while full
+        # and written only while not, and the read port is enabled only for a real read, so
+        # here too a read never meets a write of its entry.
+        v_w, v_r = self._wide_memory(m, "slots", 128 // lanes)
         # Which positions of each slot were written, per lane (bit = the lane's beat): a
         # read then picks one of 64 / lanes bits, not one of 64 (8 lanes, synth_ecp5: 804
         # -> 720 LUT4 for the whole buffer).
@@ -111,10 +123,10 @@ class CoefficientBuffer(wiring.Component):
         beat = self.i.payload
         nat = Signal(6)
         m.d.comb += nat.eq(natural_of[beat.zz])
-        for lane, port in enumerate(v_w):
-            m.d.comb += [port.addr.eq(Cat(nat[lane_bits:], wslot)), port.data.eq(beat.value),
-                         port.en.eq(self.i.valid & self.i.ready & beat.write
-                                    & (nat[:lane_bits] == lane if lanes > 1 else 1))]
+        with m.If(self.i.valid & self.i.ready & beat.write):
+            m.d.comb += v_w.en.eq(1 << nat[:lane_bits] if lanes > 1 else 1)
+        m.d.comb += [v_w.addr.eq(Cat(nat[lane_bits:], wslot)),
+                     v_w.data.eq(Value.cast(beat.value).replicate(lanes))]
         with m.If(self.i.valid & self.i.ready):
             for s in range(2):
                 with m.If(wslot == s):
@@ -128,16 +140,26 @@ class CoefficientBuffer(wiring.Component):
                 m.d.comb += set_full.eq(1 << wslot)
                 m.d.sync += wslot.eq(~wslot)
 
-        m.d.comb += self.o.valid.eq(full.bit_select(rslot, 1))
+        # Read-out: a beat's address goes to the memories in the clock it is taken from the
+        # slot, its data comes out of their read registers a clock later, held while the
+        # output stalls (the ports' ``en``).
+        o_valid = Signal()
+        present = Signal(lanes)             # the beat's positions that were written
+        advance = ~o_valid | self.o.ready
+        take = advance & full.bit_select(rslot, 1)
         table = self.quant_select[Mux(rslot, component[1], component[0])]
+        m.d.comb += [v_r.addr.eq(Cat(rbeat, rslot)), q_r.addr.eq(Cat(rbeat, table)),
+                     v_r.en.eq(take), q_r.en.eq(take), self.o.valid.eq(o_valid)]
         for lane in range(lanes):
-            present = Mux(rslot, written[1][lane].bit_select(rbeat, 1),
-                          written[0][lane].bit_select(rbeat, 1))
-            m.d.comb += [v_r[lane].addr.eq(Cat(rbeat, rslot)),
-                         q_r[lane].addr.eq(Cat(rbeat, table)),
-                         self.o.payload[lane].coef.eq(Mux(present, v_r[lane].data, 0)),
-                         self.o.payload[lane].quant.eq(q_r[lane].data)]
-        with m.If(self.o.valid & self.o.ready):
+            m.d.comb += [self.o.payload[lane].coef.eq(
+                             Mux(present[lane], v_r.data.word_select(lane, 16), 0)),
+                         self.o.payload[lane].quant.eq(q_r.data.word_select(lane, 16))]
+        with m.If(advance):
+            m.d.sync += o_valid.eq(take)
+        with m.If(take):
+            m.d.sync += [present[lane].eq(Mux(rslot, written[1][lane].bit_select(rbeat, 1),
+                                              written[0][lane].bit_select(rbeat, 1)))
+                         for lane in range(lanes)]
             m.d.sync += rbeat.eq(rbeat + 1)
             with m.If(rbeat == 64 // lanes - 1):
                 m.d.sync += [rbeat.eq(0), rslot.eq(~rslot)]

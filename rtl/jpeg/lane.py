@@ -10,6 +10,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..small_ram import SmallRamFifo
+from ..stream_pipe import PipeStage
 from ..link.jpeg_reply import TAG_BITS
 from .core import JpegCore
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
@@ -27,7 +28,12 @@ def lane_entry(w, tag_bits=TAG_BITS):
 
 class CoreFeed(wiring.Component):
     """One core's input: W-byte link beats queued (a W-wide FIFO, filled at link speed),
-    then taken apart into the core's 4-byte beats (W = 1: the core's byte beats)."""
+    then taken apart into the core's 4-byte beats (W = 1: the core's byte beats).
+
+    The beats leave through a register: with the FIFO in block RAM, its read (5.6 ns
+    clock-to-out on the ECP5) straight into the marker parser was the core's critical path
+    (issue 20, both seeds).  One clock more per file, the same rate.
+    """
 
     def __init__(self, link_bytes, depth, resize=False, scaling=False, tag_bits=TAG_BITS,
                  small_ram="block"):
@@ -55,8 +61,11 @@ class CoreFeed(wiring.Component):
         m.d.comb += taken.eq(k * cb)
         remaining = head.bytes - taken
         final = remaining <= cb
-        out = self.o.payload
-        m.d.comb += [self.o.valid.eq(fifo.r_rdy),
+        layout = self.o.payload.shape()
+        m.submodules.out = stage = PipeStage(layout, layout)
+        wiring.connect(m, stage.o, wiring.flipped(self.o))
+        out = stage.i.payload
+        m.d.comb += [stage.i.valid.eq(fifo.r_rdy),
                      out.data.eq(head.data.word_select(k, 8 * cb) if pieces > 1 else head.data),
                      out.keep.eq(Mux(final, remaining, cb)),
                      out.last.eq(head.last & final), out.fast.eq(head.fast),
@@ -65,7 +74,7 @@ class CoreFeed(wiring.Component):
             m.d.comb += out.resize.eq(head.resize)
         if self.scaling:
             m.d.comb += out.scale.eq(head.scale)
-        with m.If(self.o.valid & self.o.ready):
+        with m.If(stage.i.valid & stage.i.ready):
             m.d.sync += k.eq(k + 1)
             with m.If(final):
                 m.d.comb += fifo.r_en.eq(1)
