@@ -8,6 +8,7 @@ from .blocks import BLOCKS, get_block
 from .axi_command import add_axi_command
 from .board_commands import add_board_commands
 from .runtime_commands import _scale as _scale_arg, add_runtime_commands
+from .infer_command import add_infer_command
 
 __all__ = ["main"]
 
@@ -376,6 +377,7 @@ def build_parser():
     bench.set_defaults(func=cmd_bench)
 
     add_runtime_commands(sub)
+    add_infer_command(sub)
     add_board_commands(sub)
     add_axi_command(sub)
 

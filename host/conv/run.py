@@ -13,7 +13,7 @@ from dlforge.host.device.cpu import CpuDevice
 from dlforge.host.device.open import open_device
 from dlforge.host.link.device_string import parse_device
 
-__all__ = ["run_conv", "engine_config"]
+__all__ = ["run_conv", "engine_config", "layer_stream", "layer_results", "exchange_layer"]
 
 
 def engine_config(board):
@@ -71,6 +71,53 @@ def run_conv(x, w, bias=None, multiplier=None, shift=None, *, stride=1, padding=
             board.close()
 
 
+def layer_stream(cfg, layer, x, w, bias, multiplier, shift, residual):
+    """The link bytes of a layer for a batch ``x`` (N, C, H, W), the result words each
+    image's tiles send back, the tiles and the plan."""
+    plan = plan_layer(layer, cfg)                          # PlanError: what the engine refuses
+    tiles = plan.tiles(cfg)
+    words, per_image = [], []
+    for image in range(len(x)):
+        t = LayerTensors(layer, x[image], w, bias, multiplier, shift,
+                         None if residual is None else np.asarray(residual)[image])
+        parts = layer_words(layer, cfg, tiles, t)
+        words += [word for tile_words, _ in parts for word in tile_words]
+        per_image.append([count for _, count in parts])
+    lb = cfg.link_bytes
+    return b"".join(word.to_bytes(lb, "little") for word in words), per_image, tiles, plan
+
+
+def layer_results(cfg, layer, tiles, per_image, got):
+    """The int8 outputs (N, OC, OH', OW') from a layer's result bytes."""
+    lb = cfg.link_bytes
+    results = [int.from_bytes(got[i:i + lb], "little") for i in range(0, len(got), lb)]
+    oh = layer.out_h // 2 if layer.pool else layer.out_h
+    ow = layer.out_w // 2 if layer.pool else layer.out_w
+    y = np.zeros((len(per_image), layer.out_channels, oh, ow), np.int8)
+    position = 0
+    for image, counts in enumerate(per_image):
+        for tile, count in zip(tiles, counts):
+            if count:
+                scatter_results(layer, cfg, tile, results[position:position + count], y[image])
+                position += count
+    return y
+
+
+def exchange_layer(board, raw, result_words, link_bytes):
+    """Send a layer's bytes, return (result bytes, engine cycles, device span cycles): the
+    engine's own counter, and the device's span from the first word's arrival to the last
+    result's departure (what the layer costs at the device's host interface)."""
+    (before,) = board.read_regs(Register.CONV_CYCLES, 1)
+    board.open_span()
+    got = board.conv_exchange(raw, result_words * link_bytes)
+    device_cycles = board.span_cycles()
+    (after, error) = board.read_regs(Register.CONV_CYCLES, 1) + board.read_regs(
+        Register.CONV_ERROR, 1)
+    if error:
+        raise RuntimeError(f"{board.name}: the engine reported descriptor error {error}")
+    return got, (after - before) & 0xFFFFFFFF, device_cycles
+
+
 def _on_board(board, x, w, bias, multiplier, shift, stride, padding, groups, relu, pool,
               residual):
     cfg = engine_config(board)
@@ -78,39 +125,11 @@ def _on_board(board, x, w, bias, multiplier, shift, stride, padding, groups, rel
     layer = LayerShape("layer", c, h, wd, w.shape[0], (w.shape[2], w.shape[3]), stride,
                        padding, groups, relu=relu, pool=pool, residual=residual is not None)
     output_size(h, w.shape[2], stride, padding)            # a clear error if it does not fit
-    plan = plan_layer(layer, cfg)                          # PlanError: what the engine refuses
-    tiles = plan.tiles(cfg)
-    words, per_image = [], []
-    for image in range(n):
-        t = LayerTensors(layer, x[image], w, bias, multiplier, shift,
-                         None if residual is None else np.asarray(residual)[image])
-        parts = layer_words(layer, cfg, tiles, t)
-        words += [word for tile_words, _ in parts for word in tile_words]
-        per_image.append([count for _, count in parts])
-    lb = cfg.link_bytes
-    raw = b"".join(word.to_bytes(lb, "little") for word in words)
-    n_out = sum(map(sum, per_image))
-    # the engine's own counter, and the device's span from the first word's arrival to the
-    # last result's departure (what the layer costs at the device's host interface)
-    (before,) = board.read_regs(Register.CONV_CYCLES, 1)
-    board.open_span()
-    got = board.conv_exchange(raw, n_out * lb)
-    device_cycles = board.span_cycles()
-    (after, error) = board.read_regs(Register.CONV_CYCLES, 1) + board.read_regs(
-        Register.CONV_ERROR, 1)
-    if error:
-        raise RuntimeError(f"{board.name}: the engine reported descriptor error {error}")
-    results = [int.from_bytes(got[i:i + lb], "little") for i in range(0, len(got), lb)]
-    oh = layer.out_h // 2 if pool else layer.out_h
-    ow = layer.out_w // 2 if pool else layer.out_w
-    y = np.zeros((n, layer.out_channels, oh, ow), np.int8)
-    position = 0
-    for image in range(n):
-        for tile, count in zip(tiles, per_image[image]):
-            if count:
-                scatter_results(layer, cfg, tile, results[position:position + count], y[image])
-                position += count
-    cycles = (after - before) & 0xFFFFFFFF
+    raw, per_image, tiles, plan = layer_stream(cfg, layer, x, w, bias, multiplier, shift,
+                                               residual)
+    got, cycles, device_cycles = exchange_layer(board, raw, sum(map(sum, per_image)),
+                                                cfg.link_bytes)
+    y = layer_results(cfg, layer, tiles, per_image, got)
     return y, {"device": board.name, "config": cfg.as_dict(), "plan": plan.as_dict(),
                "tiles": len(tiles) * n, "predicted_cycles": plan.cycles * n, "cycles": cycles,
                "utilization": round(utilization(layer, cfg, cycles / n), 4),
