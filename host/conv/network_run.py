@@ -24,13 +24,13 @@ import time
 
 import numpy as np
 
-from dlforge.host.conv.plan import LayerShape
+from dlforge.host.conv.plan import LayerShape, plan_layer
 from dlforge.host.conv.run import engine_config, exchange_layer, layer_results, layer_stream
 from dlforge.host.device.cpu import CpuDevice
 from dlforge.host.device.open import open_device
 from dlforge.sim.models.network_model import run_host_op, run_network
 
-__all__ = ["layer_shape", "run_program", "golden_check", "MODES"]
+__all__ = ["layer_shape", "plan_program", "run_program", "MODES"]
 
 MODES = ("batched", "naive")
 
@@ -43,11 +43,18 @@ def layer_shape(program, op):
                       relu=op.relu, pool=op.pool, residual=op.residual is not None)
 
 
-def _engine(board, cfg, program, op, x, residual, row):
+def plan_program(program, cfg):
+    """Every engine layer's plan, before anything runs: a layer the engine cannot run
+    (PlanError, naming it) stops the network before its first word is sent."""
+    return {op.name: plan_layer(layer_shape(program, op), cfg)
+            for op in program.engine_layers()}
+
+
+def _engine(board, cfg, program, op, x, residual, row, plan):
     layer = layer_shape(program, op)
     t0 = time.perf_counter()
     raw, per_image, tiles, plan = layer_stream(cfg, layer, x, op.weight, op.bias,
-                                               op.multiplier, op.shift, residual)
+                                               op.multiplier, op.shift, residual, plan)
     t1 = time.perf_counter()
     got, cycles, span = exchange_layer(board, raw, sum(map(sum, per_image)), cfg.link_bytes)
     t2 = time.perf_counter()
@@ -95,6 +102,7 @@ def run_program(program, x, device="sim", mode="batched", clocks_mhz=(), config=
 
 def _on_board(board, program, x, mode, clocks_mhz):
     cfg = engine_config(board)
+    plans = plan_program(program, cfg)
     rows = {op.name: {"layer": op.name, "kind": op.kind, "macs": 0, "engine_cycles": 0,
                       "device_cycles": 0, "predicted_cycles": 0, "host_s": 0.0,
                       "exchange_s": 0.0, "exchanges": 0, "bytes_in": 0}
@@ -109,7 +117,7 @@ def _on_board(board, program, x, mode, clocks_mhz):
             if op.kind == "engine":
                 res = None if op.residual is None else values[op.residual]
                 values[op.output] = _engine(board, cfg, program, op, values[op.source], res,
-                                            row)
+                                            row, plans[op.name])
             else:
                 t0 = time.perf_counter()
                 values[op.output] = run_host_op(op, values[op.source])
@@ -139,8 +147,3 @@ def _on_board(board, program, x, mode, clocks_mhz):
             "utilization": round(macs / cfg.macs_per_clock / total, 4),
             "images_per_second": round(len(x) * mhz * 1e6 / total, 2)})
     return y, report
-
-
-def golden_check(program, x, y):
-    """Whether ``y`` equals the golden network model's output for ``x``."""
-    return bool(np.array_equal(y, run_network(program, x)))

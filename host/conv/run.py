@@ -71,10 +71,10 @@ def run_conv(x, w, bias=None, multiplier=None, shift=None, *, stride=1, padding=
             board.close()
 
 
-def layer_stream(cfg, layer, x, w, bias, multiplier, shift, residual):
+def layer_stream(cfg, layer, x, w, bias, multiplier, shift, residual, plan=None):
     """The link bytes of a layer for a batch ``x`` (N, C, H, W), the result words each
-    image's tiles send back, the tiles and the plan."""
-    plan = plan_layer(layer, cfg)                          # PlanError: what the engine refuses
+    image's tiles send back, the tiles and the plan (``plan``: one made before)."""
+    plan = plan or plan_layer(layer, cfg)                  # PlanError: what the engine refuses
     tiles = plan.tiles(cfg)
     words, per_image = [], []
     for image in range(len(x)):
