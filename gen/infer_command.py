@@ -64,11 +64,11 @@ def cmd_infer(args):
             "engine_layers": len(program.engine_layers()),
             "host_ops": [op.name + ":" + op.kind for op in program.ops if op.kind != "engine"],
             "runs": runs}
-    if "naive" in runs and "batched" in runs:
-        info["batched_vs_naive"] = [
+    if "naive" in runs and "pipelined" in runs:
+        info["pipelined_vs_naive"] = [
             {"clock_mhz": b["clock_mhz"],
              "speedup": round(n["end_to_end_cycles"] / b["end_to_end_cycles"], 3)}
-            for b, n in zip(runs["batched"]["at_clock"], runs["naive"]["at_clock"])]
+            for b, n in zip(runs["pipelined"]["at_clock"], runs["naive"]["at_clock"])]
     if args.json:
         print(json.dumps(info, indent=2))
     else:

@@ -50,12 +50,12 @@ def test_sim_matches_cpu_and_compares_the_naive_way(files, capsys):
     assert main(_args(path, "sim", "img.npy") + ["--json", "--clock", "100"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert np.array_equal(np.load(path / "sim.npy"), np.load(path / "cpu.npy"))
-    assert info["bit_exact"] and set(info["runs"]) == {"batched", "naive"}
-    layers = info["runs"]["batched"]["layers"]
+    assert info["bit_exact"] and set(info["runs"]) == {"pipelined", "naive"}
+    layers = info["runs"]["pipelined"]["layers"]
     assert len(layers) == 4 and all(r["device_cycles"] > 0 for r in layers)
-    (clock,) = info["runs"]["batched"]["at_clock"]
+    (clock,) = info["runs"]["pipelined"]["at_clock"]
     assert clock["clock_mhz"] == 100 and clock["images_per_second"] > 0
-    assert info["batched_vs_naive"][0]["speedup"] > 1
+    assert info["pipelined_vs_naive"][0]["speedup"] > 1
 
 
 def test_bad_files_are_clear_errors(files, tmp_path, capsys):

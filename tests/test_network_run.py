@@ -36,22 +36,22 @@ def test_digits_cnn_bit_exact_in_both_integrations(board):
     program = _program(model, x_train[:256])
     xq = quantize_input(x_test[:6], program.input_scale)
     golden = run_network(program, xq)
-    y, batched = run_program(program, xq, board, "batched", clocks_mhz=(44.3, 250))
+    y, pipelined = run_program(program, xq, board, "pipelined", clocks_mhz=(44.3, 250))
     y_naive, naive = run_program(program, xq, board, "naive", clocks_mhz=(44.3, 250))
     assert np.array_equal(y, golden) and np.array_equal(y_naive, golden)
     assert len(np.unique(golden)) > 20
-    assert [r["exchanges"] for r in batched["layers"]] == [1, 1, 1, 1]
+    assert [r["exchanges"] for r in pipelined["layers"]] == [1, 1, 1, 1]
     assert [r["exchanges"] for r in naive["layers"]] == [6, 6, 6, 6]
-    assert batched["macs"] == naive["macs"] == 6 * sum(
+    assert pipelined["macs"] == naive["macs"] == 6 * sum(
         layer_shape(program, op).macs for op in program.ops)
-    for report in (batched, naive):
+    for report in (pipelined, naive):
         assert 0 < report["engine_cycles"] <= report["device_cycles"]
         assert report["host_s"] > 0
         at = report["at_clock"][0]
         assert at["end_to_end_cycles"] > report["device_cycles"]
         assert 0 < at["utilization"] < report["device_utilization"]
     # per image, one exchange per layer costs the device more than one per batch
-    assert naive["device_cycles"] > batched["device_cycles"]
+    assert naive["device_cycles"] > pipelined["device_cycles"]
     cpu_y, cpu = run_program(program, xq, "cpu")
     assert np.array_equal(cpu_y, golden) and cpu["mode"] == "golden"
 
@@ -90,3 +90,19 @@ def test_what_cannot_run_is_refused_before_anything_is_sent(board):
     program = _program(model, x)
     xq = quantize_input(x, program.input_scale)
     assert np.array_equal(run_program(program, xq, board)[0], run_network(program, xq))
+
+
+@pytest.mark.parametrize("device_cycles,host_s,expected", [
+    # the host hides behind the device but for one image's share
+    (1000, 2e-6, 1000 + 200 / 4 + 300),
+    # the host is the slower side: its time binds
+    (100, 2e-6, 200 + 200 / 4 + 300),
+])
+def test_the_pipelined_host_rule(device_cycles, host_s, expected):
+    from dlforge.host.conv.network_run import _end_to_end
+    layers = [{"kind": "engine", "device_cycles": device_cycles, "host_s": host_s},
+              {"kind": "max_pool", "device_cycles": 0, "host_s": 1e-6}]
+    # 100 MHz: the layer's host time is 200 cycles; the rest of the host's 5 us (300
+    # cycles: the pool and the loop) is added in full
+    assert _end_to_end(layers, "pipelined", 5e-6, 4, 100e6) == pytest.approx(expected)
+    assert _end_to_end(layers, "naive", 5e-6, 4, 100e6) == pytest.approx(device_cycles + 500)

@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 
 from dlforge.host.conv.compile import compile_exported, export_model
-from dlforge.host.conv.network_run import run_program
+from dlforge.host.conv.network_run import prepare, run_program
+from dlforge.host.conv.run import engine_config
 from dlforge.host.conv.quantize import quantize
 from dlforge.host.device.open import open_device
 from dlforge.host.link.device_string import parse_device
@@ -39,7 +40,7 @@ class EngineModule(nn.Module):
     forward (cycles per layer, host time)."""
 
     def __init__(self, model=None, device="sim", calibration=None, *, exported=None,
-                 mode="batched", clocks_mhz=(), config=None):
+                 mode="pipelined", clocks_mhz=(), config=None):
         super().__init__()
         if calibration is None:
             raise ValueError("calibration: give a float batch of typical inputs (N, C, H, W)")
@@ -63,6 +64,7 @@ class EngineModule(nn.Module):
                        open_device(device, conv=config or True) if kind == "sim" else
                        open_device(device))
         self.last_report = None
+        self._prepared = None
 
     def quantize_input(self, x):
         """int8 (N, C, H, W) for a float or uint8 batch, checked against the model's shape."""
@@ -75,8 +77,11 @@ class EngineModule(nn.Module):
         return quantize_input(x, self.program.input_scale)
 
     def run_int8(self, xq):
+        """int8 outputs of the device for an int8 batch (the engine's words prepared once)."""
+        if self.device != "cpu" and self.mode == "pipelined" and self._prepared is None:
+            self._prepared = prepare(self.program, engine_config(self.device))
         y, self.last_report = run_program(self.program, xq, self.device, self.mode,
-                                          self.clocks_mhz)
+                                          self.clocks_mhz, prepared=self._prepared)
         return y
 
     def forward(self, x):

@@ -697,7 +697,12 @@ class Board(Device):
 
     # ---- convolution ------------------------------------------------------------------------
     def conv_exchange(self, raw, result_bytes):
-        """Send an engine word stream, return its ``result_bytes`` of result words."""
+        """Send an engine word stream, return its ``result_bytes`` of result words.
+
+        ``raw``: the bytes, or an iterable of byte strings (each a whole number of words)
+        made while the earlier ones travel: on a reliable link each is sent as soon as it
+        is made and the replies so far are taken in between, so the host's packing
+        overlaps the engine's work."""
         if not self.array:
             raise ValueError(f"{self.name} has no convolution engine")
         lb = self.engine_word
@@ -705,6 +710,19 @@ class Board(Device):
         tag = self._tag()
         self._conv[tag] = bytearray()
         self._conv_refused = self._conv_damaged = False
+        if not isinstance(raw, (bytes, bytearray, memoryview)):
+            if self.transport.reliable:
+                for piece in raw:
+                    if len(piece) % lb:
+                        raise ValueError(f"engine words are {lb} bytes: a piece of "
+                                         f"{len(piece)} bytes")
+                    view = memoryview(piece)
+                    for i in range(0, len(view), step):
+                        self.link.queue(Opcode.CONV_WORDS, tag, view[i:i + step])
+                    self.link.pump(0)
+                raw = b""
+            else:
+                raw = b"".join(raw)
         view = memoryview(raw)
         chunks = [view[i:i + step] for i in range(0, len(view), step)]
         deadline = time.monotonic() + self.timeout
