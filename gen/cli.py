@@ -214,6 +214,15 @@ def _bench(args, progress):
             report, "bench sim-board: simulated cycles per second of wall time",
             headline=("busy_cycles_per_s", "cycles_per_s", "pixels", "busy_seconds",
                       "build_or_lookup_seconds"))
+    if args.block == "network":
+        from dlforge.gen.bench.network import bench_network
+        if args.layers:
+            raise ValueError("--layers is for the conv block")
+        report = bench_network(args.model, args.limit, args.device or "sim", progress=progress)
+        return report, report["ok"], format_report(
+            report, f"bench network --model {args.model}: {'ok' if report['ok'] else 'FAILED'}",
+            headline=("pipelined_vs_naive", "accuracy", "macs_per_image", "ok", "checked",
+                      "failures"), skip=("pipelined", "naive"))
     if args.block == "conv" and args.device:
         # through a device's link (the simulated board): what the layer costs there
         if args.device != "sim":
@@ -329,7 +338,7 @@ def build_parser():
     bench = sub.add_parser("bench", help="measure a block's speed in simulation (every result "
                                          "checked in the same run), the host runtime (loader) "
                                          "or the simulated board (a table, or --json)")
-    bench.add_argument("block", choices=BLOCKS() + ("device", "loader", "sim-board", "sched"),
+    bench.add_argument("block", choices=BLOCKS() + ("device", "loader", "sim-board", "sched", "network"),
                        help="sched: the GPU scheduler vs stock PyTorch (`dlforge bench sched "
                             "--help` for its options)")
     bench.add_argument("--device", default=None,
@@ -368,9 +377,13 @@ def build_parser():
                        help="device: the simulated board with the convolution engine")
     bench.add_argument("--no-reference", action="store_true",
                        help="device: skip the one-core reference run (no efficiency)")
-    bench.add_argument("--limit", type=int, default=None, help="at most this many files")
-    bench.add_argument("--model", choices=("resnet18",), default="resnet18",
-                       help="network whose convolution layers the conv block runs")
+    bench.add_argument("--limit", type=int, default=None,
+                       help="at most this many files (network: images, default 32 digits or "
+                            "2 ResNet-18)")
+    bench.add_argument("--model", choices=("resnet18", "digits"), default="resnet18",
+                       help="conv: the network whose convolution layers run (resnet18); "
+                            "network: the whole network run (resnet18, or digits: a CNN "
+                            "trained in the run on scikit-learn's digits)")
     bench.add_argument("--layers", default=None,
                        help="conv: comma-separated layer names (default: every layer)")
     _add_block_params(bench)

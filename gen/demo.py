@@ -81,6 +81,13 @@ def conv_demo(board, names=CONV_LAYERS, seed=2):
     return rows
 
 
+def network_demo(board, images=32):
+    """The digits CNN trained here, quantised, and run on the board's engine (pipelined and
+    naive), every output compared with the golden network model."""
+    from dlforge.gen.bench.network import bench_network
+    return bench_network("digits", images, board)
+
+
 def _pillow_reference(path, size):
     """Pillow's decode and Pillow's bilinear resize (antialiased, 8-bit integer arithmetic),
     the shorter side to ``size`` and the centre crop, as torchvision's ``Resize`` +
@@ -139,7 +146,7 @@ def main(argv=None):
     parser.add_argument("--folder", default="build/demo/jpeg", help="where the inputs go")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--skip-conv", action="store_true",
-                        help="no convolution layer on the engine")
+                        help="no convolution layer and no network on the engine")
     args = parser.parse_args(argv)
 
     from dlforge.host.jpeg.decode_service import DecoderService
@@ -188,11 +195,13 @@ def main(argv=None):
               f"{stream['tolerance']} of Pillow's decode + resize + crop (largest difference "
               f"{stream['max_diff']}; {stream['bit_exact']} equal)\n")
     conv_rows = [] if args.skip_conv else conv_demo(board)
+    network = None if args.skip_conv else network_demo(board)
     counters = board.counters()
     board.close()
     if args.json:
         print(json.dumps({"board": info, "jpeg": rows, "device": device, "stream": stream,
-                          "conv": conv_rows, "counters": counters}, indent=2))
+                          "conv": conv_rows, "network": network, "counters": counters},
+                         indent=2))
     elif conv_rows:
         _print_table(("ResNet-18 layer (board engine)", "MACs", "tiles", "fed directly",
                       "engine", "device", "utilisation", "bit-exact"),
@@ -203,14 +212,28 @@ def main(argv=None):
         print("\n(cycles: the engine fed directly by the planner's cycle model, the engine's "
               "own counter, and the device's span from the first word in to the last result "
               "out; utilisation at the device's interface)")
+    if network and not args.json:
+        acc, run = network["accuracy"], network["pipelined"]
+        at = run["at_clock"][0]
+        speedup = network["pipelined_vs_naive"][0]["speedup"]
+        print(f"\nnetwork: the digits CNN (trained here on scikit-learn's digits, "
+              f"{acc['held_out']} held out): float top-1 {acc['float_top1']:.1%}, int8 "
+              f"{acc['int8_top1']:.1%}; on the board {network['images']} images "
+              f"{'bit-exact' if run['bit_exact'] else 'NOT equal'} to the golden network "
+              f"model; at {at['clock_mhz']:g} MHz {at['cycles_per_image']} cycles per image, "
+              f"end-to-end utilisation {at['utilization']:.1%} (device alone "
+              f"{run['device_utilization']:.1%}), {at['images_per_second']:g} images/s, "
+              f"{speedup:g}x the naive integration")
+    network_ok = network is None or network["ok"]
     ok = (all(w["bit_exact"] for w in rows) and stream["within_tolerance"] == stream["images"]
-          and all(c["bit_exact"] for c in conv_rows))
+          and all(c["bit_exact"] for c in conv_rows) and network_ok)
     if not args.json:
         print(f"\ndemo: {'ok' if ok else 'FAILED'}: {sum(w['bit_exact'] for w in rows)} of "
               f"{len(rows)} images bit-exact, {stream['within_tolerance']} of "
               f"{stream['images']} stream images within {stream['tolerance']}, "
               f"{sum(c['bit_exact'] for c in conv_rows)} of {len(conv_rows)} convolution "
-              f"layers bit-exact")
+              f"layers bit-exact" + ("" if network is None else
+                                     f", the digits CNN {'bit-exact' if network_ok else 'WRONG'}"))
     return 0 if ok else 1
 
 

@@ -11,11 +11,9 @@ card's 250 MHz).
 import json
 import sys
 
-__all__ = ["add_infer_command", "ECP5_ENGINE_BOARD_MHZ"]
+from dlforge.gen.bench.device import ECP5_ENGINE_BOARD_MHZ, XDMA_MHZ
 
-#: The ULX3S-85F preset (decoder core and 2x2x4 engine) routed by nextpnr (docs/boards.md).
-ECP5_ENGINE_BOARD_MHZ = 44.3
-XDMA_MHZ = 250.0
+__all__ = ["add_infer_command"]
 
 
 def _load(path, what):

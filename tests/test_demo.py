@@ -96,6 +96,19 @@ def test_make_demo(tmp_path, capsys):
         assert 0 < int(predicted) and 0 < int(engine) and 0 < int(span)
         assert 0 < float(util.rstrip("%")) <= 100
 
+    # a real network: the digits CNN on the board, its accuracy beside the float model's
+    network = next(line for line in lines if line.startswith("network: "))
+    m = re.match(r"network: the digits CNN \(trained here on scikit-learn's digits, (\d+) held "
+                 r"out\): float top-1 ([\d.]+)%, int8 ([\d.]+)%; on the board (\d+) images "
+                 r"bit-exact to the golden network model; at ([\d.]+) MHz (\d+) cycles per "
+                 r"image, end-to-end utilisation ([\d.]+)% \(device alone ([\d.]+)%\), "
+                 r"([\d.]+) images/s, ([\d.]+)x the naive integration", network)
+    assert m, network
+    assert int(m[1]) == 397 and float(m[2]) > 95 and float(m[3]) >= float(m[2]) - 1
+    assert int(m[4]) == 32 and 0 < float(m[7]) <= float(m[8]) <= 100
+    assert float(m[10]) > 1
+
     assert lines[-1] == (f"demo: ok: {len(rows)} of {len(rows)} images bit-exact, {images} of "
                          f"{images} stream images within {demo.STREAM_TOLERANCE}, "
-                         f"{len(conv)} of {len(conv)} convolution layers bit-exact")
+                         f"{len(conv)} of {len(conv)} convolution layers bit-exact, "
+                         f"the digits CNN bit-exact")

@@ -26,12 +26,16 @@ import numpy as np
 
 from dlforge.host.jpeg.scaled_decode import scaled_decode
 
-__all__ = ["bench_device", "ECP5_CORE_FMAX_MHZ", "XDMA_MHZ", "IMAGENET_PIXELS"]
+__all__ = ["bench_device", "ECP5_CORE_FMAX_MHZ", "ECP5_ENGINE_BOARD_MHZ", "XDMA_MHZ",
+           "IMAGENET_PIXELS"]
 
 #: The whole decoder core out of context on an ECP5-85F, max width 4096, median of placer
 #: seeds 1-3 (docs/architecture.md, `dlforge synth jpeg`; 2026-12-05, after the coefficient
 #: buffer's wide memories: seeds 53.33 / 47.26 / 50.08; 51.79 on 2026-12-04).
 ECP5_CORE_FMAX_MHZ = 50.08
+#: The ULX3S-85F preset (a decoder core and the 2x2x4 engine) as routed by nextpnr
+#: (docs/boards.md): the clock the engine's cycles are converted at for an ECP5.
+ECP5_ENGINE_BOARD_MHZ = 44.3
 #: Xilinx XDMA's AXI clock (a 256-bit stream at 250 MHz is 8 GB/s, PCIe gen3 x8).
 XDMA_MHZ = 250.0
 #: An ImageNet-size photo (500 x 375).

@@ -73,14 +73,21 @@ class LayerPack:
         if x.shape != (self.layer.in_channels, self.layer.height, self.layer.width):
             raise ValueError(f"{self.layer.name}: input shape {x.shape}, expected "
                              f"{(self.layer.in_channels, self.layer.height, self.layer.width)}")
-        hwc = np.ascontiguousarray(x.transpose(1, 2, 0)).astype(self.dtype, copy=False)
+        c = self.layer.in_channels
+        if self.layer.groups == 1 and c % self.cfg.simd:
+            # one zero-padded copy, so that a last slice's lanes past the channels read zeros
+            hwc = np.zeros((x.shape[1], x.shape[2], c + self.cfg.simd), self.dtype)
+            hwc[:, :, :c] = x.transpose(1, 2, 0)
+        else:
+            hwc = np.ascontiguousarray(x.transpose(1, 2, 0)).astype(self.dtype, copy=False)
         chunks = []
         for raw, inputs, res in self.parts:
             chunks.append(raw)
             if inputs is not None:
                 ic, tic, lanes, iy0, ih, ix0, iw, nbytes = inputs
-                block = hwc[iy0:iy0 + ih, ix0:ix0 + iw, ic:ic + tic]
-                if lanes != tic:
+                block = hwc[iy0:iy0 + ih, ix0:ix0 + iw, ic:ic + (lanes if hwc.shape[2] > c
+                                                                  else tic)]
+                if block.shape[2] != lanes:
                     block = np.concatenate(
                         [block, np.zeros((ih, iw, lanes - tic), self.dtype)], axis=2)
                 data = block.tobytes()
