@@ -338,7 +338,8 @@ def build_parser():
     bench = sub.add_parser("bench", help="measure a block's speed in simulation (every result "
                                          "checked in the same run), the host runtime (loader) "
                                          "or the simulated board (a table, or --json)")
-    bench.add_argument("block", choices=BLOCKS() + ("device", "loader", "sim-board", "sched", "network"),
+    bench.add_argument("block", choices=BLOCKS() + ("device", "loader", "sim-board", "sched",
+                                                    "network"),
                        help="sched: the GPU scheduler vs stock PyTorch (`dlforge bench sched "
                             "--help` for its options)")
     bench.add_argument("--device", default=None,

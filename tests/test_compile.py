@@ -9,20 +9,12 @@ import torch.nn as nn
 from dlforge.host.conv.compile import (UnsupportedOperator, compile_exported, compile_module,
                                        export_model, run_float)
 from dlforge.host.conv.digits import digits_cnn
+from dlforge.host.conv.networks import randomise_batch_norms
 from dlforge.host.sched.models import resnet18
 
 
 def _randomise_bn(model):
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for mod in model.modules():
-            if isinstance(mod, nn.BatchNorm2d):
-                n = mod.num_features
-                mod.running_mean.copy_(torch.rand(n, generator=gen) * 0.2 - 0.1)
-                mod.running_var.copy_(torch.rand(n, generator=gen) + 0.5)
-                mod.weight.copy_(torch.rand(n, generator=gen) + 0.5)
-                mod.bias.copy_(torch.rand(n, generator=gen) * 0.2 - 0.1)
-    return model.eval()
+    return randomise_batch_norms(model)
 
 
 @pytest.fixture(scope="module")

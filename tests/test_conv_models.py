@@ -28,3 +28,18 @@ def test_grouped_and_unsupported_convolutions():
                                                                                    (1, 12, 4)]
     with pytest.raises(ValueError, match="dilation"):
         conv_layers(nn.Conv2d(3, 4, 3, dilation=2), (3, 9, 9))
+
+
+def test_randomise_batch_norms_changes_every_bn_reproducibly():
+    import torch
+    from dlforge.host.conv.networks import randomise_batch_norms, resnet18
+    a, b = randomise_batch_norms(resnet18(10), 3), randomise_batch_norms(resnet18(10), 3)
+    bns = [m for m in a.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert len(bns) == 20 and not a.training
+    for m in bns:
+        assert 0.5 <= m.running_var.min() and m.running_var.max() <= 1.5
+        assert m.running_mean.abs().max() <= 0.1 and m.running_mean.abs().max() > 0
+    other = [m for m in b.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for x, y in zip(bns, other):
+        for name in ("running_mean", "running_var", "weight", "bias"):
+            assert torch.equal(getattr(x, name), getattr(y, name))

@@ -28,18 +28,10 @@ MODELS = ("digits", "resnet18")
 
 def _resnet18(images, seed):
     import torch
-    from dlforge.host.sched.models import resnet18
+    from dlforge.host.conv.networks import randomise_batch_norms, resnet18
     torch.manual_seed(seed)
-    model = resnet18(1000).eval()
+    model = randomise_batch_norms(resnet18(1000), seed)
     gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for mod in model.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
-                n = mod.num_features
-                mod.running_mean.copy_(torch.rand(n, generator=gen) * 0.2 - 0.1)
-                mod.running_var.copy_(torch.rand(n, generator=gen) + 0.5)
-                mod.weight.copy_(torch.rand(n, generator=gen) + 0.5)
-                mod.bias.copy_(torch.rand(n, generator=gen) * 0.2 - 0.1)
     x = torch.rand(8 + images, 3, 224, 224, generator=gen).numpy()
     return model, x[:8], x[8:], None, None
 

@@ -12,17 +12,11 @@ import math
 
 import numpy as np
 
-from dlforge.host.conv.link_words import (LayerTensors, result_words_per_tile, tile_words)
+from dlforge.host.conv.link_words import (LayerTensors, _span, result_words_per_tile,
+                                          tile_words)
 from dlforge.rtl.conv.descriptor import pixel_order
 
 __all__ = ["LayerPack"]
-
-
-def _span(o0, count, stride, kernel, padding, size):
-    lo = o0 * stride - padding
-    hi = min((o0 + count - 1) * stride - padding + kernel, size)
-    first = max(lo, 0)
-    return first, hi - first
 
 
 class LayerPack:
@@ -42,10 +36,10 @@ class LayerPack:
         for tile in tiles:
             words = tile_words(layer, cfg, tile, t)
             vectors = math.ceil(tile.tic / s)
-            iy0, ih = _span(tile.oy0, tile.th, layer.stride, layer.kh, layer.padding,
-                            layer.height)
-            ix0, iw = _span(tile.ox0, tile.tw, layer.stride, layer.kw, layer.padding,
-                            layer.width)
+            iy0, ih, _ = _span(tile.oy0, tile.th, layer.stride, layer.kh, layer.padding,
+                               layer.height)
+            ix0, iw, _ = _span(tile.ox0, tile.tw, layer.stride, layer.kw, layer.padding,
+                               layer.width)
             in_words = (-(-vectors * s * ih * iw * self.dtype.itemsize // lb)
                         if tile.load_inputs else 0)
             res_words = 0

@@ -28,7 +28,8 @@ stated clock (``clocks_mhz``) and added where the device waits for the host:
 
 Register reads for the measurement itself are inside the exchanges and not counted.  The
 one-time preparation of the pipelined way (``prepare_s``) is reported, not counted: it is
-done once per model, as loading the weights is.  End-to-end utilisation is the network's MACs over (MACs a clock x all those cycles).
+done once per model, as loading the weights is.  End-to-end utilisation is the network's
+MACs over (MACs a clock x all those cycles).
 """
 
 import time

@@ -8,7 +8,7 @@ downsampling, and the residual add before the second convolution's ReLU.  Batch 
 folded into the requantisation when a real model is quantised, so they add no operation.
 """
 
-__all__ = ["resnet18", "conv_layers", "resnet18_layers"]
+__all__ = ["resnet18", "conv_layers", "resnet18_layers", "randomise_batch_norms"]
 
 
 def resnet18(num_classes=1000):
@@ -48,3 +48,21 @@ def conv_layers(model, input_shape):
 
 def resnet18_layers(size=224):
     return conv_layers(resnet18(), (3, size, size))
+
+
+def randomise_batch_norms(model, seed=0):
+    """Batch-norm statistics and affine parameters drawn at random (means in +-0.1,
+    variances and scales in 0.5..1.5, shifts in +-0.1): a freshly initialised model's are
+    the identity, which would leave the compiler's folding untested.  Returns the model in
+    eval mode."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                n = mod.num_features
+                mod.running_mean.copy_(torch.rand(n, generator=gen) * 0.2 - 0.1)
+                mod.running_var.copy_(torch.rand(n, generator=gen) + 0.5)
+                mod.weight.copy_(torch.rand(n, generator=gen) + 0.5)
+                mod.bias.copy_(torch.rand(n, generator=gen) * 0.2 - 0.1)
+    return model.eval()
