@@ -74,6 +74,16 @@ class _Sigmoid(nn.Module):
         return torch.sigmoid(self.conv(x))
 
 
+class _Double(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y + y
+
+
 class _BnTwice(nn.Module):
     def __init__(self):
         super().__init__()
@@ -91,6 +101,7 @@ class _BnTwice(nn.Module):
     (nn.Sequential(nn.Conv2d(3, 4, 3, dilation=2)), "dilated"),
     (nn.Sequential(nn.Conv2d(3, 4, (3, 1))), None),          # compiles: a 3x1 kernel
     (_BnTwice(), "batch norm not right after a convolution"),
+    (_Double(), "add of a value to itself"),
     (nn.Sequential(nn.ReLU(), nn.Conv2d(3, 4, 3)), "relu that follows no convolution"),
     (nn.Sequential(nn.Conv2d(3, 4, 3, stride=(1, 2))), "not square"),
 ])

@@ -298,6 +298,9 @@ class _Compiler:
         if kw.get("alpha", 1) != 1 or len(args) > 2:
             raise UnsupportedOperator(f"{node.name}: add with alpha")
         a, b = (self.value(x, node) for x in args[:2])
+        if a == b:
+            raise UnsupportedOperator(f"{node.name}: add of a value to itself (the engine "
+                                      "adds another layer's output as the residual)")
         if self.shapes[a] != self.shapes[b]:
             raise UnsupportedOperator(f"{node.name}: add of shapes {self.shapes[a]} and "
                                       f"{self.shapes[b]}")
