@@ -41,7 +41,7 @@ from dlforge.host.conv.plan import LayerShape, plan_layer
 from dlforge.host.conv.run import engine_config, exchange_layer, layer_results, layer_stream
 from dlforge.host.device.cpu import CpuDevice
 from dlforge.host.device.open import open_device
-from dlforge.sim.models.network_model import run_host_op, run_network
+from dlforge.sim.models.network_model import check_input, run_host_op, run_network
 
 __all__ = ["layer_shape", "plan_program", "prepare", "run_program", "MODES"]
 
@@ -135,12 +135,7 @@ def run_program(program, x, device="sim", mode="pipelined", clocks_mhz=(), confi
     :func:`prepare` made for this program and the device's engine (made here if None)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}: {', '.join(MODES)}")
-    x = np.asarray(x)
-    if x.dtype != np.int8:
-        raise TypeError(f"the network's input must be int8 (quantize_input), got {x.dtype}")
-    if x.ndim != 4 or x.shape[1:] != tuple(program.input_shape):
-        raise ValueError(f"input shape {x.shape[1:]} is not the network's "
-                         f"{tuple(program.input_shape)} (N, C, H, W)")
+    x = check_input(program, x)
     if isinstance(device, CpuDevice) or device == "cpu":
         t0 = time.perf_counter()
         y = run_network(program, x)

@@ -26,7 +26,7 @@ import numpy as np
 from dlforge.sim.models.conv_model import conv_layer
 
 __all__ = ["EngineLayer", "HostOp", "NetworkProgram", "quantize_input", "run_network",
-           "max_pool", "global_avg_pool", "HOST_OPS"]
+           "max_pool", "global_avg_pool", "check_input", "HOST_OPS"]
 
 HOST_OPS = ("max_pool", "global_avg_pool")
 
@@ -131,15 +131,21 @@ def run_engine_layer(op, x, residual=None):
                       op.groups, op.relu, op.pool, residual)
 
 
-def run_network(program, x, keep=False):
-    """int8 outputs for a quantised int8 input batch (N, C, H, W); with ``keep`` also every
-    value (for layer-by-layer comparisons)."""
+def check_input(program, x):
+    """``x`` as an array, or a clear error if it is not the network's int8 (N, C, H, W)."""
     x = np.asarray(x)
     if x.dtype != np.int8:
         raise TypeError(f"the network's input must be int8 (quantize_input), got {x.dtype}")
     if x.ndim != 4 or x.shape[1:] != tuple(program.input_shape):
         raise ValueError(f"input shape {x.shape[1:]} is not the network's "
                          f"{tuple(program.input_shape)} (N, C, H, W)")
+    return x
+
+
+def run_network(program, x, keep=False):
+    """int8 outputs for a quantised int8 input batch (N, C, H, W); with ``keep`` also every
+    value (for layer-by-layer comparisons)."""
+    x = check_input(program, x)
     values = {0: x}
     for op in program.ops:
         if op.kind == "engine":
