@@ -218,6 +218,15 @@ def _bench(args, progress):
         from dlforge.gen.bench.network import bench_network
         if args.layers:
             raise ValueError("--layers is for the conv block")
+        if args.images:
+            from dlforge.gen.bench.network import bench_network_images
+            report = bench_network_images(args.model, args.limit, args.device or "sim",
+                                          progress=progress)
+            return report, report["ok"], format_report(
+                report, f"bench network --images --model {args.model}: "
+                f"{'ok' if report['ok'] else 'FAILED'}",
+                headline=("summary", "accuracy", "bit_exact", "checked", "failures"),
+                skip=("run",))
         report = bench_network(args.model, args.limit, args.device or "sim", progress=progress)
         return report, report["ok"], format_report(
             report, f"bench network --model {args.model}: {'ok' if report['ok'] else 'FAILED'}",
@@ -385,6 +394,9 @@ def build_parser():
                        help="conv: the network whose convolution layers run (resnet18); "
                             "network: the whole network run (resnet18, or digits: a CNN "
                             "trained in the run on scikit-learn's digits)")
+    bench.add_argument("--images", action="store_true",
+                       help="network: decode -> infer, JPEG files through the device's "
+                            "decoder and resampler into the network")
     bench.add_argument("--layers", default=None,
                        help="conv: comma-separated layer names (default: every layer)")
     _add_block_params(bench)

@@ -6,6 +6,10 @@ equals it (``checked``), and, unless ``--no-naive``, runs the naive integration 
 one layer at a time) on the same device for the comparison.  Cycles are converted at the
 clocks of ``--clock`` (default: the ULX3S-85F build's routed Fmax with its engine, and a PCIe
 card's 250 MHz).
+
+``--images DIR``: decode -> infer (host/conv/image_infer.py): the files through the device's
+decoder cores and resampler into the network; checked against the host's own decode and the
+golden model in the same run.  The naive comparison is for ``--input`` runs.
 """
 
 import json
@@ -24,6 +28,23 @@ def _load(path, what):
         raise ValueError(f"cannot read {what} {path}: {exc}") from None
 
 
+def _calibration(path, exported, resize):
+    """X.npy, or a folder of JPEG files decoded and resized on the host as the device would."""
+    import os
+    import numpy as np
+    if not os.path.isdir(path):
+        return _load(path, "calibration data")
+    from dlforge.host.conv.compile import compile_exported
+    from dlforge.host.conv.image_infer import jpeg_files, reference_images
+
+    class _Shape:                                       # (reference_images reads this alone)
+        input_shape = compile_exported(exported).input_shape
+    images, _ = reference_images(_Shape, jpeg_files(path), resize)
+    if not len(images):
+        raise ValueError(f"no JPEG file in {path} decodes")
+    return images.astype(np.float32) / np.float32(255)
+
+
 def cmd_infer(args):
     import numpy as np
     import torch
@@ -35,9 +56,13 @@ def cmd_infer(args):
         exported = torch.export.load(args.model)
     except Exception as exc:                            # torch raises many kinds here
         raise ValueError(f"cannot load the exported model {args.model}: {exc}") from None
-    calibration = _load(args.calibrate, "calibration data")
-    x = _load(args.input, "input")
+    calibration = _calibration(args.calibrate, exported, args.resize)
     clocks = tuple(args.clock or (ECP5_ENGINE_BOARD_MHZ, XDMA_MHZ))
+    if args.images:
+        return _infer_images(args, exported, calibration, clocks)
+    if args.resize is not None or args.batch is not None:
+        raise ValueError("--resize and --batch apply to --images")
+    x = _load(args.input, "input")
     with EngineModule(device=args.device, calibration=calibration, exported=exported,
                       clocks_mhz=clocks) as module:
         xq = module.quantize_input(x)
@@ -84,6 +109,41 @@ def cmd_infer(args):
     return 0
 
 
+def _infer_images(args, exported, calibration, clocks):
+    import numpy as np
+    from dlforge.host.conv.engine_module import EngineModule
+    from dlforge.host.conv.image_infer import check_images, jpeg_files
+    files = jpeg_files(args.images)
+    with EngineModule(device=args.device, calibration=calibration, exported=exported,
+                      clocks_mhz=clocks) as module:
+        program = module.program
+        logits, run = module.forward_files(files, args.resize, args.batch or 4)
+    checks = check_images(program, files, run, args.resize)
+    logits = logits.numpy()
+    np.save(args.out, logits)
+    info = {"out": args.out, "shape": list(logits.shape), "device": args.device,
+            "images_dir": args.images, **checks, "input_scale": program.input_scale,
+            "output_scale": program.output_scale, "run": run.report, "files": run.files}
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        r = run.report
+        print(f"wrote {args.out}: {tuple(logits.shape)} logits of {len(files)} files on "
+              f"{args.device}, {r['images']} decoded ({r['fallback']} by the host's fallback), "
+              f"{'bit-exact' if checks['bit_exact'] else 'NOT equal'} to the host's decode "
+              f"and the golden model")
+        for c in r["at_clock"]:
+            print(f"  decode -> infer at {c['clock_mhz']:g} MHz: {c['cycles_per_image']} "
+                  f"cycles per image, utilisation {c['utilization']:.1%}, "
+                  f"{c['images_per_second']:g} images/s")
+    for failed in run.report["failed"]:
+        print(f"dlforge: {failed['file']}: {failed['error']}", file=sys.stderr)
+    if not checks["bit_exact"]:
+        print("dlforge: error: the device's results differ from the host's", file=sys.stderr)
+        return 1
+    return 1 if run.report["failed"] else 0
+
+
 def add_infer_command(sub):
     from dlforge.host.device.open import DEVICE_HELP
     infer = sub.add_parser("infer", help="run a PyTorch model (torch.export) on a device, "
@@ -92,10 +152,21 @@ def add_infer_command(sub):
     infer.add_argument("--model", required=True,
                        help="FILE.pt2: a float model saved with torch.export.save")
     infer.add_argument("--calibrate", required=True,
-                       help="X.npy: calibration inputs, float or uint8 (N, C, H, W)")
-    infer.add_argument("--input", required=True,
-                       help="X.npy: the inputs, float or uint8 (N, C, H, W)")
-    infer.add_argument("--out", required=True, help="Y.npy: float32 logits")
+                       help="X.npy: calibration inputs, float or uint8 (N, C, H, W); or a "
+                            "folder of JPEG files (decoded and resized on the host)")
+    source = infer.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", help="X.npy: the inputs, float or uint8 (N, C, H, W)")
+    source.add_argument("--images", metavar="DIR",
+                        help="JPEG files (sorted by name) decoded, resized and quantised "
+                             "on the device's way into the network, the stages overlapped")
+    infer.add_argument("--resize", type=int, metavar="N",
+                       help="with --images (square inputs): the shorter side to N, then "
+                            "the centre crop (default: N = the input's size)")
+    infer.add_argument("--batch", type=int, metavar="N",
+                       help="with --images: images per engine run (default 4)")
+    infer.add_argument("--out", required=True,
+                       help="Y.npy: float32 logits (one row per file; NaN for a file that "
+                            "failed, named on stderr)")
     infer.add_argument("--clock", type=float, action="append", metavar="MHZ",
                        help="convert cycles at this clock (repeatable; default "
                             f"{ECP5_ENGINE_BOARD_MHZ:g} and {XDMA_MHZ:g})")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dlforge.gen.bench.network import bench_network
+from dlforge.gen.bench.network import bench_network, bench_network_images
 from dlforge.gen.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sim_board")]
@@ -26,8 +26,24 @@ def test_digits_on_the_simulated_board(capsys):
     assert all(s["speedup"] > 1 for s in report["pipelined_vs_naive"])
 
 
+def test_digits_from_jpeg_files_on_the_simulated_board(capsys):
+    assert main(["bench", "network", "--images", "--model", "digits", "--limit", "10",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["bit_exact"] and report["files"] == 10
+    assert report["inputs_bit_exact"] and report["outputs_bit_exact"]
+    assert report["run"]["batches"] == 3 and report["run"]["decode"]["resized"]["device"] == 10
+    acc = report["accuracy"]
+    assert acc["images"] == 10 and acc["float_top1"] >= 0.7 and acc["device_int8_top1"] >= 0.7
+    for row in report["summary"]:
+        assert 0 < row["end_to_end_utilization"] <= row["device_utilization"] <= 1
+        assert row["decode_core_cycles_per_image"] > 0
+
+
 def test_unknown_models_and_options_are_refused(capsys):
     with pytest.raises(ValueError, match="unknown model"):
         bench_network("vgg")
+    with pytest.raises(ValueError, match="unknown model"):
+        bench_network_images("vgg")
     assert main(["bench", "network", "--model", "digits", "--layers", "conv1"]) == 2
     assert "--layers is for the conv block" in capsys.readouterr().err

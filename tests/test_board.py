@@ -186,6 +186,39 @@ def test_convolution_layer_on_the_board(board):
     assert info["cycles"] > 0 and info["tiles"] >= 1
 
 
+def test_replies_taken_in_by_another_exchange_are_not_waited_for(board):
+    """Decode -> infer interleaves: the engine's exchanges pump the link while the decoder
+    service is paused, and the files' replies land then; the decode must hand them over
+    without sleeping on the link (which would wait for the silence timeout)."""
+    files = []
+    for size in (16, 512, 512, 512):        # (longest first: the last big one ends last)
+        buf = io.BytesIO()
+        Image.fromarray(skimage.data.astronaut()[:size, :size]).save(buf, "JPEG", quality=90)
+        files.append(buf.getvalue())
+    jobs = [(k, data, False) for k, data in enumerate(files)]
+    replies = board.decode_jpegs(jobs)
+    first = next(replies)
+    for _ in range(500):                # another exchange on the link, until the rest land
+        if board._attempts and len(board._finished) == len(board._attempts):
+            break
+        board.ping()
+    assert board._attempts and len(board._finished) == len(board._attempts)
+    pumps = []
+    pump = board.link.pump
+    board.link.pump = lambda *a: pumps.append(a) or pump(*a)
+    try:
+        rest = list(replies)
+    finally:
+        board.link.pump = pump
+    assert pumps == [] and [r.key for r in [first, *rest]] == [0, 1, 2, 3]
+    _check(files, [_as_result(k, r) for k, r in enumerate([first, *rest])])
+
+
+def _as_result(index, reply):
+    from dlforge.host.jpeg.decode_service import DecodeResult
+    return DecodeResult(index, str(index), "ok", pixels=reply.pixels)
+
+
 def test_serial_through_a_pty_and_xdma_through_named_pipes():
     files = _photos(3, seed=5)
     for link in ("pty", "fifo"):

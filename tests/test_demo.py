@@ -107,6 +107,16 @@ def test_make_demo(tmp_path, capsys):
     assert int(m[1]) == 397 and float(m[2]) > 95 and float(m[3]) >= float(m[2]) - 1
     assert int(m[4]) == 32 and 0 < float(m[7]) <= float(m[8]) <= 100
     assert float(m[10]) > 1
+    # decode -> infer: the same CNN fed JPEG files through the board's decoder
+    line = next(line for line in lines if line.startswith("decode -> infer: "))
+    m = re.match(r"decode -> infer: (\d+) held-out digits as JPEG files through the board's "
+                 r"decoder cores and resampler into the CNN: inputs and logits bit-exact to "
+                 r"the host's decode and the golden model; top-1 float ([\d.]+)%, on the "
+                 r"board ([\d.]+)%; at ([\d.]+) MHz (\d+) cycles per image, ([\d.]+) "
+                 r"images/s", line)
+    assert m, line
+    assert int(m[1]) == 397 and float(m[2]) > 90 and float(m[3]) >= float(m[2]) - 1
+    assert int(m[5]) > 0
 
     assert lines[-1] == (f"demo: ok: {len(rows)} of {len(rows)} images bit-exact, {images} of "
                          f"{images} stream images within {demo.STREAM_TOLERANCE}, "

@@ -27,3 +27,16 @@ def test_training_is_reproducible_and_learns():
         assert top1(model(torch.as_tensor(x_test)), y_test) > 0.9
     assert digits_cnn()(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
     assert top1(np.eye(3), [0, 1, 0]) == 2 / 3
+
+
+def test_digits_as_jpeg_files_written_by_pillow(tmp_path):
+    from PIL import Image
+    from dlforge.host.conv.digits import digit_label, write_digit_jpegs
+    x, y, *_ = digits_data()
+    paths = write_digit_jpegs(tmp_path, x[:3], y[:3], size=24)
+    assert [digit_label(p) for p in paths] == list(y[:3])
+    for path, image in zip(paths, x):
+        with Image.open(path) as im:
+            assert im.format == "JPEG" and im.mode == "L" and im.size == (24, 24)
+            small = np.asarray(im.resize((8, 8), Image.Resampling.BILINEAR), np.float32)
+        assert np.abs(small / 255 - image[0]).mean() < 0.1      # still the digit

@@ -56,3 +56,20 @@ def test_sim_forward_equals_cpu(digits):
         assert np.array_equal(sim(torch.as_tensor(x_test[:5])).numpy(),
                               cpu(torch.as_tensor(x_test[:5])).numpy())
         assert sim.last_report["device_cycles"] > 0
+
+
+def test_files_in_float_logits_out_one_row_per_file(digits, tmp_path):
+    from dlforge.host.conv.digits import write_digit_jpegs
+    from dlforge.host.conv.image_infer import input_table, reference_images
+    model, (x_train, _, x_test, y_test) = digits
+    files = write_digit_jpegs(tmp_path, x_test[:5], y_test[:5], size=16)
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff")
+    files.insert(2, tmp_path / "broken.jpg")
+    with EngineModule(model, device="cpu", calibration=x_train[:256]) as module:
+        logits, run = module.forward_files(files)
+        images, _ = reference_images(module.program, files)
+        xq = input_table(module.program.input_scale)[images]
+        expected = run_network(module.program, xq) * np.float32(module.program.output_scale)
+    assert logits.shape == (6, 10) and torch.isnan(logits[2]).all()
+    assert np.array_equal(logits.numpy()[[0, 1, 3, 4, 5]], expected.astype(np.float32))
+    assert module.last_report is run.report and len(run.report["failed"]) == 1

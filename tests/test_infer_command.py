@@ -9,7 +9,7 @@ import torch
 
 from dlforge.gen.cli import main
 from dlforge.host.conv.compile import export_model
-from dlforge.host.conv.digits import top1, train_digits_cnn
+from dlforge.host.conv.digits import top1, train_digits_cnn, write_digit_jpegs
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +70,57 @@ def test_bad_files_are_clear_errors(files, tmp_path, capsys):
     args[args.index("--input") + 1] = str(tmp_path / "wrong.npy")
     assert main(args) == 2
     assert "does not match the model's (N, 1, 8, 8)" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def image_files(files):
+    """Held-out digits as JPEG files, one broken; training digits as a calibration folder."""
+    path, *_ = files
+    model, (x_train, y_train, x_test, y_test) = train_digits_cnn()
+    write_digit_jpegs(path / "images", x_test[:9], y_test[:9], size=16)
+    (path / "images" / "0004-x.jpg").write_bytes(b"\xff\xd8 truncated")
+    write_digit_jpegs(path / "calib", x_train[:64], y_train[:64], size=16)
+    return path
+
+
+def _image_args(path, device, calibrate="calib"):
+    return ["infer", "--device", device, "--model", str(path / "digits.pt2"),
+            "--calibrate", str(path / calibrate), "--images", str(path / "images"),
+            "--out", str(path / f"images-{device}.npy"), "--json"]
+
+
+def test_images_on_the_cpu_one_row_per_file(image_files, capsys):
+    path = image_files
+    assert main(_image_args(path, "cpu")) == 1           # (a file failed: said, not fatal)
+    captured = capsys.readouterr()
+    info = json.loads(captured.out)
+    assert "0004-x.jpg" in captured.err and info["bit_exact"]
+    logits = np.load(path / "images-cpu.npy")
+    names = sorted(p.name for p in (path / "images").iterdir())
+    assert logits.shape == (len(names), 10)
+    assert [bool(np.isnan(row).all()) for row in logits] == [n == "0004-x.jpg" for n in names]
+    assert [f["status"] for f in info["files"]].count("error") == 1
+
+
+def test_images_options_are_checked(image_files, capsys):
+    path = image_files
+    args = _args(path, "cpu") + ["--resize", "12"]
+    assert main(args) == 2
+    assert "--resize and --batch apply to --images" in capsys.readouterr().err
+    assert main(_image_args(path, "cpu", "nowhere.npy")) == 2
+    assert "cannot read calibration data" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("sim_board")
+def test_images_on_the_board_equal_the_cpu(image_files, capsys):
+    path = image_files
+    assert main(_image_args(path, "cpu")) == 1
+    capsys.readouterr()
+    assert main(_image_args(path, "sim") + ["--batch", "3", "--clock", "44.3"]) == 1
+    info = json.loads(capsys.readouterr().out)
+    assert info["bit_exact"] and info["run"]["batches"] == 3
+    assert info["run"]["decode"]["resized"]["device"] == 9
+    sim, cpu = np.load(path / "images-sim.npy"), np.load(path / "images-cpu.npy")
+    assert np.array_equal(np.isnan(sim), np.isnan(cpu))
+    assert np.array_equal(sim[~np.isnan(sim)], cpu[~np.isnan(cpu)])

@@ -10,6 +10,14 @@ network model in the same run.
   and random batch-norm statistics (no weights are downloaded: the figures are cycles and
   bit-exactness, not accuracy), ``--limit`` random images (default 2), calibrated on 8.
 
+``--images``: decode -> infer (host/conv/image_infer.py) instead: JPEG files through the
+device's decoder cores and resampler into the network, the stages overlapped; every image's
+input checked against the host's decode and every output against the golden model.  Digits:
+the held-out digits written as 16x16 greyscale JPEG files (``--limit``, default 32), top-1 of
+the float model on the host-decoded pixels beside the device's; ResNet-18: scikit-image's
+colour photos as JPEG files (4:2:0, quality 85; ``--limit``, default 8, repeating them),
+``Resize(256)`` and ``CenterCrop(224)`` on the device, calibrated on the same photos.
+
 Cycles are converted at the ULX3S-85F engine build's routed Fmax and at 250 MHz
 (host/conv/network_run.py states how host time counts).
 """
@@ -21,7 +29,7 @@ import numpy as np
 
 from dlforge.gen.bench.device import ECP5_ENGINE_BOARD_MHZ, XDMA_MHZ
 
-__all__ = ["bench_network", "MODELS"]
+__all__ = ["bench_network", "bench_network_images", "MODELS"]
 
 MODELS = ("digits", "resnet18")
 
@@ -36,9 +44,13 @@ def _resnet18(images, seed):
     return model, x[:8], x[8:], None, None
 
 
-def _digits(images, seed):
+def _digits_model(seed):
     from dlforge.host.conv.digits import train_digits_cnn
-    model, (x_train, _, x_test, y_test) = train_digits_cnn(seed)
+    return train_digits_cnn(seed)
+
+
+def _digits(images, seed):
+    model, (x_train, _, x_test, y_test) = _digits_model(seed)
     return model, x_train[:256], x_test[:images], x_test, y_test
 
 
@@ -109,4 +121,87 @@ def bench_network(model="digits", images=None, device="sim", seed=0, progress=No
         for mode in ("pipelined", "naive") for c in report[mode]["at_clock"]]
     report["failures"] = failures
     report["ok"] = not failures
+    return report
+
+
+def _photo_files(folder, count):
+    from dlforge.sim.corpus.jpeg_making import pillow_encode
+    from dlforge.sim.corpus.photos import COLOUR_PHOTOS, available_photos, photo
+    names = available_photos(COLOUR_PHOTOS)
+    paths = []
+    for i in range(count):
+        name = names[i % len(names)]
+        path = folder / f"{i:03d}-{name}.jpg"
+        path.write_bytes(pillow_encode(photo(name), "4:2:0", quality=85))
+        paths.append(path)
+    return paths
+
+
+def bench_network_images(model="digits", images=None, device="sim", seed=0, progress=None,
+                         batch=4):
+    """Decode -> infer; see the module's docstring."""
+    import tempfile
+    from pathlib import Path
+    import torch
+    from dlforge.host.conv.compile import compile_module
+    from dlforge.host.conv.digits import digit_label, top1, write_digit_jpegs
+    from dlforge.host.conv.image_infer import check_images, infer_images, reference_images
+    from dlforge.host.conv.quantize import quantize
+    from dlforge.sim.tools.progress import Progress
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}: {', '.join(MODELS)}")
+    progress = progress or Progress("bench network", enabled=False)
+    images = images or (32 if model == "digits" else 8)
+    clocks = (ECP5_ENGINE_BOARD_MHZ, XDMA_MHZ)
+    resize = None if model == "digits" else 256
+    with tempfile.TemporaryDirectory(prefix="dlforge-infer-") as tmp:
+        folder = Path(tmp)
+        progress.phase(f"{model}: the float model and {images} JPEG files")
+        if model == "digits":
+            net_model, (x_train, _, x_test, y_test) = _digits_model(seed)
+            files = write_digit_jpegs(folder, x_test[:images], y_test[:images], size=16)
+            labels = [digit_label(f) for f in files]
+            # calibrated on training digits that took the same way (JPEG, decode, resize)
+            calibration = write_digit_jpegs(folder / "calibration", x_train[:256],
+                                            np.zeros(256, int), size=16)
+        else:
+            net_model = _resnet18(0, seed)[0]
+            files = _photo_files(folder, images)
+            labels = None
+            calibration = None
+        example = torch.zeros(1, *((1, 8, 8) if model == "digits" else (3, 224, 224)))
+        network = compile_module(net_model, example)
+        pixels, _ = reference_images(network, files, resize)
+        floats = pixels.astype(np.float32) / np.float32(255)
+        if calibration is not None:
+            calibration = reference_images(network, calibration, resize)[0]
+            calibration = calibration.astype(np.float32) / np.float32(255)
+        program = quantize(network, floats if calibration is None else calibration)
+        progress.phase(f"{model}: {images} files decoded and inferred on {device}")
+        run = infer_images(program, files, device, resize=resize, batch=batch,
+                           clocks_mhz=clocks)
+        checks = check_images(program, files, run, resize)
+    report = {"benchmark": "network-images", "model": model,
+              "device": device if isinstance(device, str) else device.name,
+              "files": len(files), "batch": batch, "resize": resize, **checks,
+              "run": run.report}
+    if labels is not None:
+        with torch.no_grad():
+            float_logits = net_model(torch.as_tensor(floats))
+        report["accuracy"] = {"images": len(labels), "float_top1": top1(float_logits, labels),
+                              "device_int8_top1": top1(run.outputs, labels)}
+    r = run.report
+    report["summary"] = [
+        {"clock_mhz": c["clock_mhz"], "cycles_per_image": c["cycles_per_image"],
+         "end_to_end_utilization": c["utilization"],
+         "images_per_second": c["images_per_second"],
+         "decode_core_cycles_per_image": round(r["decode"]["core_cycles"] / r["images"]),
+         "decode_exposed_cycles_per_image":
+             round(r["decode"]["exposed_device_cycles"] / r["images"]),
+         "device_utilization": r["device_utilization"]}
+        for c in r["at_clock"]]
+    report["failures"] = ([] if checks["bit_exact"] else
+                          ["the device's inputs or outputs differ from the host's"])
+    report["failures"] += [f"{f['file']}: {f['error']}" for f in r["failed"]]
+    report["ok"] = not report["failures"]
     return report

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-__all__ = ["digits_data", "digits_cnn", "train_digits_cnn", "top1"]
+__all__ = ["digits_data", "digits_cnn", "train_digits_cnn", "top1", "write_digit_jpegs",
+           "digit_label"]
 
 
 def digits_data(seed=0, train=1400):
@@ -59,3 +60,26 @@ def top1(logits, labels):
     """Top-1 accuracy of (N, classes) logits."""
     logits = logits.detach().numpy() if hasattr(logits, "detach") else np.asarray(logits)
     return float((logits.argmax(axis=1) == np.asarray(labels)).mean())
+
+
+def write_digit_jpegs(folder, x, labels, size=32, quality=90):
+    """Digits (N, 1, 8, 8) in 0..1 as greyscale JPEG files written by Pillow (libjpeg),
+    enlarged to ``size`` x ``size`` (bilinear) so that reading them back takes a real
+    decode and resize: ``NNNN-L.jpg``, ``L`` the label (:func:`digit_label`)."""
+    from pathlib import Path
+    from PIL import Image
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, (image, label) in enumerate(zip(x, labels)):
+        grey = Image.fromarray(np.round(image[0] * 255).astype(np.uint8), "L")
+        path = folder / f"{i:04d}-{int(label)}.jpg"
+        grey.resize((size, size), Image.Resampling.BILINEAR).save(path, quality=quality)
+        paths.append(path)
+    return paths
+
+
+def digit_label(path):
+    """The label in a name written by :func:`write_digit_jpegs`."""
+    from pathlib import Path
+    return int(Path(path).stem.rsplit("-", 1)[1])

@@ -5,7 +5,8 @@ The model is exported (``torch.export``), compiled into engine layers and host o
 when the module is made.  ``forward`` takes a float batch as the model does, or a uint8 image
 batch, which it scales by 1/255 first (torchvision's ``ToTensor``), and returns float logits:
 the device's int8 outputs times the output's scale.  The device stays open between calls;
-``close()`` (or ``with``) stops a simulated board.
+``close()`` (or ``with``) stops a simulated board.  ``forward_files`` takes JPEG files instead
+and decodes them on the device on their way into the network.
 """
 
 import numpy as np
@@ -83,6 +84,24 @@ class EngineModule(nn.Module):
         y, self.last_report = run_program(self.program, xq, self.device, self.mode,
                                           self.clocks_mhz, prepared=self._prepared)
         return y
+
+    def forward_files(self, files, resize=None, batch=4):
+        """Decode -> infer (host/conv/image_infer.py): float logits, one row per file (NaN
+        for a file that failed, named in the run's report), and the run.  ``resize``: the
+        shorter side before the centre crop (default: the input's size)."""
+        from dlforge.host.conv.image_infer import infer_images
+        files = list(files)
+        if self.device != "cpu" and self._prepared is None:
+            self._prepared = prepare(self.program, engine_config(self.device))
+        run = infer_images(self.program, files, self.device, resize=resize, batch=batch,
+                           clocks_mhz=self.clocks_mhz, prepared=self._prepared)
+        self.last_report = run.report
+        shape = self.program.shapes[self.program.output]
+        shape = (int(np.prod(shape)),) if self.program.flatten_output else tuple(shape)
+        logits = np.full((len(files), *shape), np.nan, np.float32)
+        if run.outputs is not None:
+            logits[run.ok] = run.outputs.astype(np.float32) * np.float32(self.program.output_scale)
+        return torch.as_tensor(logits), run
 
     def forward(self, x):
         y = self.run_int8(self.quantize_input(x))

@@ -164,6 +164,9 @@ class Board(Device):
         self._conv_refused = False          # the engine's words were refused (resend them)
         self._conv_damaged = False          # ... its results came damaged or a frame was lost
         self.resubmissions = 0
+        #: seconds the host has spent in decode_jpegs waiting for the link (the rest of its
+        #: time there is the host's own work: what dlforge infer --images counts as host time)
+        self.decode_wait_s = 0.0
         try:
             regs = self.read_regs(Register.VERSION, 8)
             if regs[Register.VERSION] >> 16 == VERSION >> 16:
@@ -582,23 +585,11 @@ class Board(Device):
                 return
             if not self._attempts and not waiting:
                 continue
-            try:
-                # sleep until bytes move or the silence deadline: no periodic wake-ups
-                quiet = time.monotonic() - self.link.last_activity
-                # DMA links coalesce wake-ups: with every file submitted, wake when all are
-                # done; with the window full, when half of it is
-                if held_back:
-                    self.link.wake_ends = 1     # (a file waits for the next JPEG_END)
-                elif exhausted and not waiting:
-                    self.link.wake_ends = max(1, len(self._attempts))
-                elif len(self._attempts) >= self.window:
-                    self.link.wake_ends = max(1, self.window // 2)
-                else:
-                    self.link.wake_ends = 1
-                self.link.pump(max(0.001, self.timeout - quiet))
-            except DeviceGone as exc:
-                names = ", ".join(str(a.job.key) for a in self._attempts.values())
-                raise DeviceGone(f"{exc}; files in flight: {names or 'none'}") from None
+            # sleep until bytes move or the silence deadline: no periodic wake-ups (and not
+            # at all when replies came in while the host was away: another exchange on the
+            # link, e.g. the engine's, pumped them)
+            if not (self._finished or self._refusals):
+                self._wait_for_replies(held_back, exhausted, waiting)
             if self._refusals:
                 self._refusals = 0
                 self._void_all("the device refused a damaged frame", retry)
@@ -610,6 +601,27 @@ class Board(Device):
                 self._finish(attempt, record, results, retry)
             if self._attempts and time.monotonic() - self.link.last_activity > self.timeout:
                 self._silent(retry)
+
+    def _wait_for_replies(self, held_back, exhausted, waiting):
+        """decode_jpegs' sleep: until bytes move or the silence deadline."""
+        try:
+            quiet = time.monotonic() - self.link.last_activity
+            # DMA links coalesce wake-ups: with every file submitted, wake when all are
+            # done; with the window full, when half of it is
+            if held_back:
+                self.link.wake_ends = 1     # (a file waits for the next JPEG_END)
+            elif exhausted and not waiting:
+                self.link.wake_ends = max(1, len(self._attempts))
+            elif len(self._attempts) >= self.window:
+                self.link.wake_ends = max(1, self.window // 2)
+            else:
+                self.link.wake_ends = 1
+            waited = time.perf_counter()
+            self.link.pump(max(0.001, self.timeout - quiet))
+            self.decode_wait_s += time.perf_counter() - waited
+        except DeviceGone as exc:
+            names = ", ".join(str(a.job.key) for a in self._attempts.values())
+            raise DeviceGone(f"{exc}; files in flight: {names or 'none'}") from None
 
     def _job(self, index, key, data, fast, size=None, resize=None, scale=1):
         """A :class:`_Job`, or the JpegReply of a resize that cannot apply to the file.
