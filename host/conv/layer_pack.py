@@ -119,9 +119,10 @@ class LayerPack:
         if (index < 0).any():
             raise AssertionError(f"{layer.name}: the tiles leave outputs uncovered")
         self.image_result_bytes = position
-        return index
+        # (np.take with an int32 index: several times faster than fancy indexing here)
+        return index.astype(np.int32) if position < 1 << 31 else index
 
     def results(self, got, images):
         """int8 (N, OC, OH', OW') from the result bytes of ``images`` images."""
         raw = np.frombuffer(got, np.int8).reshape(images, self.image_result_bytes)
-        return raw[:, self._index]
+        return np.take(raw, self._index, axis=1)
