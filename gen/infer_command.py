@@ -36,10 +36,8 @@ def _calibration(path, exported, resize):
         return _load(path, "calibration data")
     from dlforge.host.conv.compile import compile_exported
     from dlforge.host.conv.image_infer import jpeg_files, reference_images
-
-    class _Shape:                                       # (reference_images reads this alone)
-        input_shape = compile_exported(exported).input_shape
-    images, _ = reference_images(_Shape, jpeg_files(path), resize)
+    # (the float network: reference_images needs its input shape alone)
+    images, _ = reference_images(compile_exported(exported), jpeg_files(path), resize)
     if not len(images):
         raise ValueError(f"no JPEG file in {path} decodes")
     return images.astype(np.float32) / np.float32(255)
