@@ -100,12 +100,15 @@ class EngineModule(nn.Module):
         shape = (int(np.prod(shape)),) if self.program.flatten_output else tuple(shape)
         logits = np.full((len(files), *shape), np.nan, np.float32)
         if run.outputs is not None:
-            logits[run.ok] = run.outputs.astype(np.float32) * np.float32(self.program.output_scale)
+            logits[run.ok] = self._dequantize(run.outputs)
         return torch.as_tensor(logits), run
 
+    def _dequantize(self, y):
+        """float32 logits of the device's int8 outputs (times the output's scale)."""
+        return y.astype(np.float32) * np.float32(self.program.output_scale)
+
     def forward(self, x):
-        y = self.run_int8(self.quantize_input(x))
-        return torch.as_tensor(y.astype(np.float32) * np.float32(self.program.output_scale))
+        return torch.as_tensor(self._dequantize(self.run_int8(self.quantize_input(x))))
 
     def close(self):
         if self._owned and self.device is not None:

@@ -101,9 +101,7 @@ def image_pixels(pixels, channels):
 
 def image_input(pixels, channels, table):
     """(H, W, 3) uint8 pixels -> (C, H, W) int8 network input (see the module docstring)."""
-    if channels == 3:
-        return table[pixels.transpose(2, 0, 1)]
-    return table[image_pixels(pixels, 1)]
+    return table[image_pixels(pixels, channels)]
 
 
 @dataclass
