@@ -68,8 +68,8 @@ def _ports(component):
 
 def axi_manifest(component, verilog_name=None):
     """A JSON-able description of an :class:`~dlforge.rtl.axi_export.AxiAccelerator`."""
-    from ..rtl.link.protocol import (HEADER_BYTES, MAGIC, TRAILER_BYTES, VERSION, Opcode,
-                                     Status)
+    from ..rtl.link.protocol import (HEADER_BYTES, HEADER_FIELDS, MAGIC, TRAILER_BYTES, VERSION,
+                                     Opcode, Status)
     top = component.accelerator
     ports = _ports(component)
     interfaces = {}
@@ -106,15 +106,11 @@ def axi_manifest(component, verilog_name=None):
         "protocol": {
             "version": {"major": VERSION >> 16, "minor": VERSION & 0xFFFF, "register": VERSION},
             "frame": {"magic": MAGIC.hex(), "header_bytes": HEADER_BYTES,
-                      "header": [{"bytes": "0..1", "field": "magic"},
-                                 {"bytes": "2", "field": "opcode"},
-                                 {"bytes": "3", "field": "status"},
-                                 {"bytes": "4..5", "field": "tag", "type": "uint16 LE"},
-                                 {"bytes": "6..8", "field": "length", "type": "uint24 LE"},
-                                 {"bytes": "9", "field": "seq: the frame's number within "
-                                                         "its tag, mod 256"},
-                                 {"bytes": "10..11", "field": "header CRC-16/CCITT-FALSE of "
-                                                              "bytes 2..9", "type": "uint16 LE"}],
+                      "header": [{"bytes": f"{f.at}..{f.at + f.size - 1}" if f.size > 1
+                                  else str(f.at), "field": f"{f.name}: {f.meaning}"}
+                                 | ({"type": f"uint{8 * f.size} LE"}
+                                    if f.size > 1 and f.name != "magic" else {})
+                                 for f in HEADER_FIELDS],
                       "payload": "length bytes (requests at most max_payload, replies at "
                                  "most reply_payload)",
                       "trailer_bytes": TRAILER_BYTES,

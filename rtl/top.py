@@ -27,9 +27,9 @@ from .jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .jpeg.scaling import SCALES
 from .link.control import LinkControl
 from .link.conv_link import ConvReplier, WordRegroup
-from .link.jpeg_reply import TAG_BITS, JpegReplier
-from .link.protocol import (CORE_SHIFT, LINK_WIDTHS, MAX_CORES, MAX_PAYLOAD, VERSION, Opcode,
-                            Register, Status, array_word, scales_word)
+from .link.jpeg_reply import JpegReplier
+from .link.protocol import (CORE_SHIFT, LINK_WIDTHS, MAX_CORES, MAX_PAYLOAD, TAG_BITS, VERSION,
+                            Opcode, Register, Status, array_word, scales_word)
 from .small_ram import check_small_ram
 
 __all__ = ["AcceleratorTop", "ENGINE_HOLD"]

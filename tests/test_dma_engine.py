@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlforge.rtl.link.dma_layout import c_header
+from dlforge.sim.board.build import GENERATED_HEADERS
 
 ENGINE = Path(__file__).resolve().parents[1] / "sim" / "board" / "dma_engine.h"
 
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
             if (cmd == "file") in >> tag >> lane >> credit;
             in >> len;
             d.kind = uint8_t(cmd == "file" ? D_FILE : D_BYTES);
-            d.opcode = OP_JPEG_END;
+            d.opcode = frame::OP_JPEG_END;
             d.tag = uint16_t(tag);
             d.lane = uint16_t(lane);
             d.capacity = credit;
@@ -66,23 +66,25 @@ int main(int argc, char** argv) {
             post(d);
         } else if (cmd == "end") {
             unsigned tag; in >> tag;
-            uint8_t f[HEADER_BYTES + TRAILER_BYTES] = {FRAME_MAGIC0, FRAME_MAGIC1, OP_JPEG_END};
+            uint8_t f[frame::HEADER_BYTES + frame::TRAILER_BYTES] = {};
+            std::memcpy(f + frame::MAGIC_AT, frame::MAGIC, frame::MAGIC_BYTES);
+            f[frame::OPCODE_AT] = frame::OP_JPEG_END;
             const uint16_t t = uint16_t(tag);
-            std::memcpy(f + 4, &t, 2);
-            const uint16_t hc = e.crc.crc16(f + 2, 8);
-            std::memcpy(f + 10, &hc, 2);
+            std::memcpy(f + frame::TAG_AT, &t, frame::TAG_BYTES);
+            const uint16_t hc = e.crc.crc16(f + frame::FIELDS_AT, frame::FIELDS_BYTES);
+            std::memcpy(f + frame::HCRC_AT, &hc, frame::HCRC_BYTES);
             e.take_output(f, sizeof f);
         } else if (cmd == "run") {
             std::vector<uint8_t> out(1 << 20);
             const size_t n = e.fill_input(out.data(), out.size());
             std::cout << "sent";
             for (size_t i = 0; i < n;) {
-                if (out[i] == FRAME_MAGIC0 && out[i + 1] == FRAME_MAGIC1) {
+                if (!std::memcmp(&out[i + frame::MAGIC_AT], frame::MAGIC, frame::MAGIC_BYTES)) {
                     uint16_t tag; uint32_t word;
-                    std::memcpy(&tag, &out[i + 4], 2);
-                    std::memcpy(&word, &out[i + 6], 4);
+                    std::memcpy(&tag, &out[i + frame::TAG_AT], frame::TAG_BYTES);
+                    std::memcpy(&word, &out[i + frame::LENGTH_AT], 4);
                     std::cout << " " << tag;
-                    i += HEADER_BYTES + (word & 0xFFFFFFu) + TRAILER_BYTES;
+                    i += frame::HEADER_BYTES + (word & frame::LENGTH_MASK) + frame::TRAILER_BYTES;
                 } else {
                     std::cout << " b";
                     ++i;
@@ -102,7 +104,8 @@ def driver(tmp_path_factory):
     if shutil.which("g++") is None:
         pytest.skip("no C++ compiler")
     folder = tmp_path_factory.mktemp("dma_engine")
-    (folder / "dma_layout.h").write_text(c_header())
+    for name, make in GENERATED_HEADERS.items():
+        (folder / name).write_text(make())
     shutil.copy(ENGINE, folder / "dma_engine.h")
     (folder / "driver.cpp").write_text(DRIVER)
     subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", "driver",

@@ -115,7 +115,7 @@ def _device_reads(device, decoder, timeout=0.2):
 
 
 def test_paced_link_waits_for_the_barrier_after_each_data_frame():
-    from dlforge.host.link.frame_link import BARRIER_TAG
+    from dlforge.rtl.link.protocol import BARRIER_TAG
     link, device, frames = _paced()
     assert link.pace
     decoder = FrameDecoder(max_length=8192)
@@ -280,7 +280,7 @@ def test_queued_frames_are_the_protocols_bytes(w):
 @pytest.mark.parametrize("w", LINK_WIDTHS)
 def test_requests_through_the_pump_decode_at_their_width(w):
     link = FrameLink(MemoryEnd(), lambda *f: None)
-    link.link_bytes = w                         # set after construction, as the Board does
+    link.link_bytes = w                         # set after construction, as AcceleratorDevice does
     payload = bytes(range(256)) * 20
     sent = [(Opcode.JPEG_DATA, 300 + n, payload[:n * 37 % 5000], n & 0xF1) for n in range(20)]
     for op, tag, data, status in sent:

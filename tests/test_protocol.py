@@ -3,6 +3,8 @@
 flagged with its tag, a damaged header is skipped and the next frame is found."""
 
 import random
+import shutil
+import subprocess
 
 import pytest
 
@@ -121,3 +123,57 @@ def test_wide_decoder_hunts_on_beat_boundaries(w):
     # a frame that starts off a beat boundary is not a frame
     off = FrameDecoder(link_bytes=w)
     assert off.feed(bytes(1) + encode_frame(1, 2, b"x", link_bytes=w) + bytes(w - 1)) == []
+
+
+def test_the_header_table_places_every_field():
+    """HEADER_FIELDS is where encode_frame puts each field, and what check_header reads."""
+    from dlforge.rtl.link.protocol import (FIELDS_AT, HCRC_AT, HEADER_FIELD, HEADER_FIELDS, MAGIC,
+                                           check_header, crc16)
+    frame = encode_frame(Opcode.JPEG_END, 0xBEEF, bytes(0x0203), status=0x21, seq=0x9C,
+                         max_payload=1 << 16)
+    want = {"magic": MAGIC, "opcode": bytes([Opcode.JPEG_END]), "status": b"\x21",
+            "tag": (0xBEEF).to_bytes(2, "little"), "length": (0x0203).to_bytes(3, "little"),
+            "seq": b"\x9c", "hcrc": crc16(frame[FIELDS_AT:HCRC_AT]).to_bytes(2, "little")}
+    assert [f.name for f in HEADER_FIELDS] == list(want)
+    assert {f.name: frame[f.at:f.at + f.size] for f in HEADER_FIELDS} == want
+    assert HEADER_FIELD["hcrc"].at + HEADER_FIELD["hcrc"].size == HEADER_BYTES
+    assert check_header(frame, 0, 1 << 16) == (Opcode.JPEG_END, 0x21, 0xBEEF, 0x0203, 0x9C)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler")
+def test_the_c_header_matches(tmp_path):
+    """The simulated board's harness compiles the frame contract from protocol.c_header: its
+    constants are the table's."""
+    from dlforge.rtl.link.protocol import (BARRIER_TAG, FIELDS_AT, FIELDS_BYTES, FIRST_DATA_TAG,
+                                           HEADER_FIELDS, MAGIC, MAX_LENGTH, TAG_BITS,
+                                           TRAILER_BYTES, c_header)
+    (tmp_path / "frame_protocol.h").write_text(c_header())
+    fields = ", ".join(f"frame::{f.name.upper()}_AT, frame::{f.name.upper()}_BYTES"
+                       for f in HEADER_FIELDS)
+    ops = ", ".join(f"frame::OP_{op.name}" for op in Opcode)
+    (tmp_path / "probe.cpp").write_text(f"""
+#include "frame_protocol.h"
+#include <cstdio>
+#include <initializer_list>
+void line(std::initializer_list<unsigned long> values) {{
+    for (unsigned long v : values) std::printf("%lu ", v);
+    std::printf("\\n");
+}}
+int main() {{
+    line({{frame::MAGIC[0], frame::MAGIC[1], frame::HEADER_BYTES, frame::TRAILER_BYTES}});
+    line({{{fields}}});
+    line({{frame::FIELDS_AT, frame::FIELDS_BYTES, frame::LENGTH_MASK, frame::SEQ_SHIFT}});
+    line({{frame::TAG_BITS, frame::BARRIER_TAG, frame::FIRST_DATA_TAG}});
+    line({{{ops}}});
+}}
+""")
+    subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", "-o", "probe", "probe.cpp"],
+                   cwd=tmp_path, check=True)
+    out = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    got = [[int(v) for v in line.split()] for line in out]
+    assert got == [[*MAGIC, HEADER_BYTES, TRAILER_BYTES],
+                   [v for f in HEADER_FIELDS for v in (f.at, f.size)],
+                   [FIELDS_AT, FIELDS_BYTES, MAX_LENGTH, 24],
+                   [TAG_BITS, BARRIER_TAG, FIRST_DATA_TAG],
+                   [int(op) for op in Opcode]]

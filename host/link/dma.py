@@ -36,8 +36,8 @@ import numpy as np
 
 from ...rtl.link.dma_layout import (CONTROL_BYTES, DESCRIPTOR, FLAG_BAD_CRC, FLAG_OVERFLOW, MAGIC,
                                     PLACED, RECORD_HEADER, VERSION, Desc, Field, Rec)
-from ...rtl.link.protocol import Opcode, check_header, payload_span
-from .frame_link import BARRIER_TAG, FrameLink
+from ...rtl.link.protocol import Opcode
+from .frame_link import FrameLink
 from dlforge.host.link.errors import DeviceGone, DeviceUnreachable
 from dlforge.host.link.transport import Transport
 
@@ -251,8 +251,8 @@ class DmaLink(FrameLink):
         self.placed = self.unplaced = self.arena_full = self.ring_full = 0
         self.records = 0
         self.progress = 0
-        #: sleep until this many JPEG_END frames are unread (interrupt coalescing; the Board
-        #: sets it from its window); any other frame wakes the host at once
+        #: sleep until this many JPEG_END frames are unread (interrupt coalescing; the JPEG
+        #: scheduler sets it from its window); any other frame wakes the host at once
         self.wake_ends = 1
         #: whether the engine reads files where they lie in this process (FILE_AT) instead of
         #: from the request ring; probed once
@@ -454,7 +454,7 @@ class DmaLink(FrameLink):
                 continue
             body = base + pos + RECORD_HEADER.size
             if kind == Rec.BYTES:
-                self._take_bytes(self.mv[body:body + length])
+                self._take_bytes(body, body + length)
             elif kind in (Rec.PLACED, Rec.UNPLACED):
                 tag, flags, placed = PLACED.unpack_from(mm, body)
                 self.held.pop(tag, None)            # the engine is done with the slot
@@ -469,42 +469,32 @@ class DmaLink(FrameLink):
         self.last_input = self.last_activity = time.monotonic()
         return True
 
-    def _take_bytes(self, data):
-        if self.start == self.end and not self.verify and not self._origin % self._width:
-            # Nothing waits in the buffer: the record's whole frames (each file's JPEG_END,
-            # the control replies) are handed on from the ring itself, not copied first; the
-            # rest (a frame cut across records, damage) goes through the buffer's parser.
-            # (on_frame copies what it keeps: the ring's bytes are the engine's again once
-            # REC_TAIL moves)
-            n, at = len(data), 0
-            w, span, tail = self._width, self._header_span, self._trailer_span
-            while n - at >= span and data[at] == 0x5A and data[at + 1] == 0xA5:
-                fields = check_header(data, at, self.max_reply)
-                if fields is None:
-                    break
-                opcode, status, tag, length, seq = fields
-                total = span + payload_span(length, w) + tail
-                if n - at < total:
-                    break
-                payload = data[at + span:at + span + length]
-                at += total
-                if tag == BARRIER_TAG:
-                    self._on_barrier(opcode, status, payload)
-                else:
-                    self.on_frame(opcode, status, tag, payload, seq)
-            if at:
-                self.bytes_in += at
-                self._origin = (self._origin + at) & 63
-                if at == n:
-                    return
-                data = data[at:]
-        n = len(data)
+    def _take_bytes(self, at, end):
+        """A BYTES record's reply bytes (``mm[at:end]``) to the parser.  Where nothing waits
+        in the buffer they are parsed where they lie: the record's whole frames (each file's
+        JPEG_END, the control replies) are handed on from the ring itself, not copied, and
+        only what is left (a frame cut across records) is copied into the buffer, to be
+        parsed with the next record's bytes.  (on_frame copies what it keeps: the ring's
+        bytes are the engine's again once REC_TAIL moves)"""
+        if not self.end and not self._origin % self._width:     # nothing waits
+            self.start = at
+            try:
+                self.parse_frames(self.mm, self.mv, end, self.max_reply, self.on_frame,
+                                  self._on_barrier)
+            finally:
+                parsed, self.start = self.start - at, 0
+                self.bytes_in += parsed
+                self._origin = (self._origin + parsed) & 63
+            at += parsed
+            if at == end:
+                return
+        n = end - at
         if len(self.buffer) - self.end < n:
             self._compact()
         if len(self.buffer) - self.end < n:         # (records are at most 128 KiB)
             raise DeviceGone(f"{self.transport.name}: a {n}-byte record does not fit the "
                              "host's buffer")
-        self.buffer[self.end:self.end + n] = data
+        self.buffer[self.end:self.end + n] = self.mv[at:end]
         self.end += n
         self.bytes_in += n
         self._parse()

@@ -4,11 +4,12 @@ each other.
 Requests are queued with :meth:`FrameLink.queue`; :meth:`FrameLink.pump` writes what the link
 takes and parses what has arrived, calling ``on_frame(opcode, status, tag, payload, seq)`` for
 each whole frame.  Frame layout and CRCs: :mod:`dlforge.rtl.link.protocol` (the same module
-the gateware uses), which also builds the frames (``frame_parts``) and checks their headers
-(``check_header``) for this link: only the queues and the buffering are here.  The receive
-side hunts for the next magic after a damaged header, like the device does; a payload whose
-CRC-32 fails (checked only on links that are not reliable on their own) is delivered with
-``status = Status.BAD_CRC`` so the caller can act on it.
+the gateware uses), which also builds the frames (``frame_parts``) and parses them
+(``FrameParser``, the host's one receive parser, which this link is): only the queues and
+the buffering are here.  The receive side hunts for the next magic after a damaged header,
+like the device does; a payload whose CRC-32 fails (checked only on links that are not
+reliable on their own) is delivered with ``status = Status.BAD_CRC`` so the caller can act on
+it.
 
 **Link width** (``link_bytes`` W, one of ``LINK_WIDTHS``; 1 until the caller sets it): on a
 wide link every frame's header, payload and CRC sections are zero-padded to whole W-byte
@@ -24,10 +25,12 @@ host when they have room.  The device's control plane handles frames in arrival 
 ``PING`` written after a data frame is answered only once that data frame has left the
 device's frame receiver (for the decoder cores or the engine).  A paced link therefore
 writes, after each data frame (``JPEG_DATA``, ``JPEG_END``, ``CONV_WORDS``), a *barrier*: a
-``PING`` with tag 0 (never used by :class:`~dlforge.host.device.board.Board`, whose control tags are
-1..255 and file tags 256 and up) and a sequence number as payload, and writes the next data
-frame only when that barrier's answer is back.  Control requests (small, one at a time) are
-written in queue order but do not wait for a barrier.  Barrier answers never reach
+``PING`` with tag ``BARRIER_TAG`` (0; never used by
+:class:`~dlforge.host.device.accelerator.AcceleratorDevice`, whose control tags are 1 ..
+``FIRST_DATA_TAG`` - 1 and file tags ``FIRST_DATA_TAG`` and up: the protocol module's tags)
+and a sequence number as payload, and writes the next data frame only when that barrier's
+answer is back.  Control requests (small, one at a time) are written in queue order but do
+not wait for a barrier.  Barrier answers never reach
 ``on_frame``.  A barrier the device refused (its payload arrived damaged) is written again.
 So is one whose answer has not come after ``barrier_retry`` seconds without a byte from the
 device (a dropped byte makes the device's receiver take the barrier's first bytes as the
@@ -39,18 +42,14 @@ link, whose width is 1: :func:`paced_bytes` counts unpadded frames.)
 """
 
 import time
-import zlib
 from collections import deque
 
-from ...rtl.link.protocol import (HEADER_BYTES, LINK_WIDTHS, MAGIC, TRAILER, TRAILER_BYTES, Opcode,
-                                  Status, check_header, frame_parts, header_span, payload_span,
-                                  trailer_span)
+from ...rtl.link.protocol import (BARRIER_TAG, HEADER_BYTES, TRAILER_BYTES, FrameParser, Opcode,
+                                  Status, frame_parts)
 from dlforge.host.link.errors import LinkTimeout
 
-__all__ = ["FrameLink", "BARRIER_TAG", "DATA_OPCODES", "paced_bytes"]
+__all__ = ["FrameLink", "DATA_OPCODES", "paced_bytes"]
 
-#: The tag of the paced link's barrier PINGs (no other request uses it).
-BARRIER_TAG = 0
 #: Frames that go on to the data path (decoder cores, engine): the ones a paced link follows
 #: with a barrier.
 DATA_OPCODES = frozenset({Opcode.JPEG_DATA, Opcode.JPEG_END, Opcode.CONV_WORDS})
@@ -66,11 +65,13 @@ def paced_bytes(max_payload, barrier_resends=2, control_payload=7):
             + framing + control_payload)
 
 
-class FrameLink:
+class FrameLink(FrameParser):
     """Frames over a byte transport: requests queued and written as the transport takes
-    them, replies parsed (headers checked, payload CRCs where the link is not reliable), and
-    pacing on links without flow control.  The board's one link interface; the DMA link
-    (:class:`~dlforge.host.link.dma.DmaLink`) keeps it and adds files framed by its engine."""
+    them, replies parsed (headers checked, payload CRCs where the link is not reliable: the
+    protocol's :class:`~dlforge.rtl.link.protocol.FrameParser`, in place in this link's
+    buffer), and pacing on links without flow control.  The board's one link interface; the
+    DMA link (:class:`~dlforge.host.link.dma.DmaLink`) keeps it and adds files framed by its
+    engine."""
     #: True where the link's engine frames files itself (the host posts them whole and
     #: places their pixels): the board then uses ``post_file``, ``place`` and ``set_credit``
     frames_files = False
@@ -78,10 +79,10 @@ class FrameLink:
     def __init__(self, transport, on_frame, max_reply=1 << 20, verify=None,
                  buffer_bytes=4 << 20, pace=None, barrier_retry=1.0, barrier_resends=2,
                  link_bytes=1):
+        super().__init__(link_bytes, (not transport.reliable) if verify is None else verify)
         self.transport = transport
         self.on_frame = on_frame
         self.max_reply = max_reply
-        self.verify = (not transport.reliable) if verify is None else verify
         self.pace = (not getattr(transport, "flow_control", True)) if pace is None \
             else bool(pace)
         self.outgoing = deque()                 # memoryviews still to write
@@ -94,29 +95,12 @@ class FrameLink:
         self.barriers = self.barrier_refusals = self.barrier_timeouts = 0
         self.buffer = bytearray(max(buffer_bytes, 2 * (max_reply + HEADER_BYTES + 64)))
         self.view = memoryview(self.buffer)
-        self.start = self.end = 0               # unparsed bytes: buffer[start:end]
+        self.end = 0                            # unparsed bytes: buffer[start:end]
         # where buffer[0] sits in the received stream (mod 64, which every width divides):
         # beats are counted from the stream's first byte
         self._origin = 0
-        self.link_bytes = link_bytes
-        self.bad_headers = self.bad_payloads = self.dropped_bytes = 0
         self.bytes_in = self.bytes_out = 0
         self.last_input = self.last_activity = time.monotonic()
-
-    @property
-    def link_bytes(self):
-        """The link width W (bytes per clock): the beat the frames' sections are padded to."""
-        return self._width
-
-    @link_bytes.setter
-    def link_bytes(self, width):
-        # settable after construction: a board's width is known only from its transport or
-        # its registers, which are read through this link
-        if width not in LINK_WIDTHS:
-            raise ValueError(f"link_bytes must be one of {LINK_WIDTHS}, not {width}")
-        self._width = width
-        self._header_span = header_span(width)
-        self._trailer_span = trailer_span(width)
 
     # ---- sending --------------------------------------------------------------------------
     def queue(self, opcode, tag, payload=b"", status=0, seq=0):
@@ -264,68 +248,22 @@ class FrameLink:
             self._origin = (self._origin + self.start) & 63
         self.start, self.end = 0, live
 
-    def _hunt(self, start, end):
-        """The next beat-aligned magic in buffer[start:end] (``start`` is aligned), or -1."""
-        buf, w = self.buffer, self._width
-        found = buf.find(MAGIC, start, end)
-        while found >= 0 and (found - start) % w:
-            found = buf.find(MAGIC, found + w - (found - start) % w, end)
-        return found
-
     def _parse(self):
-        buf, view = self.buffer, self.view
-        w, span, tail = self._width, self._header_span, self._trailer_span
-        if w > 1:
-            # ``start`` stays on a beat boundary (every step below is whole beats); only a
-            # width set while bytes were waiting can leave it inside a beat
-            skew = (self._origin + self.start) % w
+        """The buffer's whole frames to ``on_frame`` (barrier answers to the pacing), their
+        payloads views into the buffer (valid until the next read: on_frame copies what it
+        keeps)."""
+        if self._width > 1:
+            # ``start`` stays on a beat boundary (the parser moves whole beats); only a width
+            # set while bytes were waiting can leave it inside a beat
+            skew = (self._origin + self.start) % self._width
             if skew:
-                skip = min(w - skew, self.end - self.start)
+                skip = min(self._width - skew, self.end - self.start)
                 self.dropped_bytes += skip
                 self.start += skip
-        while True:
-            start, end = self.start, self.end
-            if end - start < span:              # the header section, pad included
-                break
-            if buf[start] != 0x5A or buf[start + 1] != 0xA5:
-                found = buf.find(MAGIC, start, end) if w == 1 else self._hunt(start, end)
-                if found < 0:
-                    if w == 1:      # a last 0x5A may be the first byte of a magic
-                        rest = 1 if buf[end - 1] == 0x5A else 0
-                    else:           # a partial last beat is looked at again when it is whole
-                        rest = (end - start) % w
-                    self.dropped_bytes += end - start - rest
-                    self.start = end - rest
-                    break
-                self.dropped_bytes += found - start
-                self.start = start = found
-                if end - start < span:
-                    break
-            fields = check_header(view, start, self.max_reply)
-            if fields is None:
-                self.bad_headers += 1
-                self.dropped_bytes += w
-                self.start = start + w          # hunt again from the next beat
-                continue
-            opcode, status, tag, length, seq = fields
-            padded = payload_span(length, w)
-            total = span + padded + tail
-            if end - start < total:
-                if start + total > len(buf):
-                    self._compact()
-                break
-            at = start + span
-            payload = view[at:at + length]
-            if self.verify:
-                (crc,) = TRAILER.unpack_from(buf, at + padded)
-                if zlib.crc32(view[at:at + padded] if padded != length else payload) != crc:
-                    self.bad_payloads += 1
-                    status = Status.BAD_CRC
-            self.start = start + total
-            if tag == BARRIER_TAG:
-                self._on_barrier(opcode, status, payload)
-            else:
-                self.on_frame(opcode, status, tag, payload, seq)
+        need = self.parse_frames(self.buffer, self.view, self.end, self.max_reply,
+                                 self.on_frame, self._on_barrier)
         if self.start == self.end:
             self._origin = (self._origin + self.end) & 63
             self.start = self.end = 0
+        elif self.start + need > len(self.buffer):
+            self._compact()                     # room for the whole frame

@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..small_ram import SmallRamFifo
 from ..stream_pipe import PipeStage
-from ..link.jpeg_reply import TAG_BITS
+from ..link.protocol import TAG_BITS
 from .core import JpegCore
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .packets import input_layout, output_layout

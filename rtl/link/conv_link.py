@@ -18,7 +18,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .frame_rx import FrameHeader
-from .protocol import MAX_PAYLOAD, Opcode, Status
+from .protocol import MAX_PAYLOAD, TAG_BITS, Opcode, Status
 
 __all__ = ["WordRegroup", "ConvReplier"]
 
@@ -88,7 +88,7 @@ class ConvReplier(wiring.Component):
         self.word_bytes, self.max_payload, self.link_bytes = word_bytes, max_payload, link_bytes
         super().__init__({
             "i": In(stream.Signature(data.StructLayout({"data": 8 * word_bytes, "last": 1}))),
-            "tag": In(16),
+            "tag": In(TAG_BITS),
             "header": Out(stream.Signature(FrameHeader)),
             "payload": Out(stream.Signature(8 * link_bytes)),
         })
@@ -106,7 +106,7 @@ class ConvReplier(wiring.Component):
         wp = ring.write_port()
         rp = ring.read_port()
         entry = data.StructLayout({"words": range(frame_words + 1),
-                                   "rows": range(frame_rows + 1), "tag": 16})
+                                   "rows": range(frame_rows + 1), "tag": TAG_BITS})
         m.submodules.frames = frames = SyncFIFOBuffered(width=entry.size, depth=4)
 
         def advance(pointer):

@@ -1,6 +1,7 @@
 """The shared-memory DMA link's layout: defined once here, imported by the host
 (:mod:`dlforge.host.link.dma`) and written as a C header for the simulated board's DMA engine
-(:func:`c_header`, compiled into ``sim/board/main.cpp``).  A contract between the host and
+(:func:`c_header`, compiled into ``sim/board/main.cpp``; the frames' own contract comes
+from :func:`dlforge.rtl.link.protocol.c_header`).  A contract between the host and
 the board's DMA engine, so it lives with the other link contracts under ``rtl/link``: the
 board's side (``sim/``) must not import ``host``.
 
@@ -20,9 +21,6 @@ not reordered with each other on x86-64 (TSO), which is what the two rings need.
 """
 
 import struct
-
-from .protocol import HEADER_BYTES, TRAILER_BYTES, Opcode
-from .protocol import MAGIC as FRAME_MAGIC
 
 __all__ = ["MAGIC", "VERSION", "CONTROL_BYTES", "Field", "DESCRIPTOR", "RECORD_HEADER",
            "Desc", "Rec", "DEFAULT_SIZES", "region_offsets", "c_header", "PLACED"]
@@ -147,12 +145,6 @@ def c_header():
               "#pragma pack(pop)",
               f"static_assert(sizeof(Descriptor) == {DESCRIPTOR.size}, \"the descriptor layout\");",
               f"static_assert(sizeof(Placed) == {PLACED.size}, \"the PLACED record\");"]
-    # the frame protocol, from the one module the gateware uses
-    lines += [f"constexpr uint8_t FRAME_MAGIC0 = {FRAME_MAGIC[0]}, "
-              f"FRAME_MAGIC1 = {FRAME_MAGIC[1]};",
-              f"constexpr uint32_t HEADER_BYTES = {HEADER_BYTES}, TRAILER_BYTES = {TRAILER_BYTES};"]
-    for op in Opcode:
-        lines.append(f"constexpr uint8_t OP_{op.name} = {int(op)};")
     for key, value in DEFAULT_SIZES.items():
         lines.append(f"constexpr uint64_t DEFAULT_{key.upper()} = {value};")
     lines.append("}  // namespace dma")

@@ -22,14 +22,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .crc import CRC16, CRC32, Crc, crc_of
-from .protocol import (LINK_WIDTHS, MAGIC, MAX_PAYLOAD, Status, header_beats,
+from .protocol import (CHECKED_FIELDS, FIELDS_AT, FIELDS_BYTES, HCRC_AT, HEADER_BYTES,
+                       LINK_WIDTHS, MAGIC, MAX_PAYLOAD, TRAILER_BYTES, Status, header_beats,
                        trailer_beats)
 
 __all__ = ["FrameReceiver", "FrameHeader", "rx_beat_layout", "ErrorEvent", "header_fields"]
 
-#: Header bytes 2..9 (:mod:`.protocol`): the length is 24 bits, then the frame's number.
-FrameHeader = data.StructLayout({"opcode": 8, "status": 8, "tag": 16, "length": 24,
-                                 "seq": 8})
+#: The header's fields between the magic and its CRC (``protocol.CHECKED_FIELDS``): opcode,
+#: status, tag, length, seq.
+FrameHeader = data.StructLayout({f.name: 8 * f.size for f in CHECKED_FIELDS})
 ErrorEvent = data.StructLayout({"status": 8, "opcode": 8, "tag": 16})
 
 
@@ -38,10 +39,10 @@ def rx_beat_layout(link_bytes=1):
 
 
 def header_fields(window):
-    """(magic ok, header CRC ok, FrameHeader view) of the first 12 bytes of ``window``."""
-    fields = window[16:80]
-    magic_ok = window[:16] == int.from_bytes(MAGIC, "little")
-    crc_ok = window[80:96] == crc_of(CRC16, fields, 8)
+    """(magic ok, header CRC ok, FrameHeader view) of the first HEADER_BYTES of ``window``."""
+    fields = window[8 * FIELDS_AT:8 * HCRC_AT]
+    magic_ok = window[:8 * len(MAGIC)] == int.from_bytes(MAGIC, "little")
+    crc_ok = window[8 * HCRC_AT:8 * HEADER_BYTES] == crc_of(CRC16, fields, FIELDS_BYTES)
     return magic_ok, crc_ok, FrameHeader(fields)
 
 
@@ -148,7 +149,7 @@ class FrameReceiver(wiring.Component):
                     m.d.sync += [trailer.eq(got), count.eq(count + 1)]
                     with m.If(count == tb - 1):
                         m.d.sync += count.eq(0)
-                        with m.If(got[:32] == pcrc.value):
+                        with m.If(got[:8 * TRAILER_BYTES] == pcrc.value):
                             m.d.sync += [self.frames.eq(self.frames + 1), w_slot.eq(~w_slot)]
                             for n in range(2):
                                 with m.If(w_slot == n):
@@ -217,10 +218,10 @@ class FrameReceiver(wiring.Component):
         rp = store.read_port()
 
         header = Signal(FrameHeader)
-        fields = Signal(64)                 # bytes 2..9 as they arrive (first byte lowest)
-        count = Signal(range(max(depth, 12) + 1))
+        fields = Signal(8 * FIELDS_BYTES)   # the checked fields as they arrive (first lowest)
+        count = Signal(range(max(depth, HEADER_BYTES) + 1))
         len_bits = max(depth, 1).bit_length()     # a checked payload length fits these bits
-        check = Signal(32)                  # the CRC bytes received
+        check = Signal(8 * TRAILER_BYTES)   # the CRC bytes received
         slot_full = [Signal(name=f"slot_full{n}") for n in range(2)]
         slot_header = [Signal(FrameHeader, name=f"slot_header{n}") for n in range(2)]
         w_slot = Signal()
@@ -249,14 +250,14 @@ class FrameReceiver(wiring.Component):
                 m.d.comb += [self.i.ready.eq(1), hcrc.valid.eq(take)]
                 with m.If(take):
                     m.d.sync += [fields.eq(Cat(fields[8:], byte)), count.eq(count + 1)]
-                    with m.If(count == 7):
+                    with m.If(count == FIELDS_BYTES - 1):
                         m.d.sync += count.eq(0)
                         m.next = "HCRC"
             with m.State("HCRC"):
                 m.d.comb += self.i.ready.eq(1)
                 with m.If(take):
                     m.d.sync += [check.eq(Cat(check[8:16], byte)), count.eq(count + 1)]
-                    with m.If(count == 1):
+                    with m.If(count == HEADER_BYTES - HCRC_AT - 1):
                         got = Cat(check[8:16], byte)
                         m.d.sync += [header.eq(fields), count.eq(0)]
                         length = FrameHeader(fields).length
@@ -291,7 +292,7 @@ class FrameReceiver(wiring.Component):
                 m.d.comb += self.i.ready.eq(~self.err.valid)
                 with m.If(take):
                     m.d.sync += [check.eq(Cat(check[8:], byte)), count.eq(count + 1)]
-                    with m.If(count == 3):
+                    with m.If(count == TRAILER_BYTES - 1):
                         m.d.sync += count.eq(0)
                         with m.If(Cat(check[8:], byte) == pcrc.value):
                             m.d.sync += [self.frames.eq(self.frames + 1), w_slot.eq(~w_slot)]

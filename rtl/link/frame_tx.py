@@ -15,7 +15,8 @@ from amaranth.lib.wiring import In, Out
 
 from .crc import CRC16, CRC32, Crc, crc_of
 from .frame_rx import FrameHeader
-from .protocol import LINK_WIDTHS, MAGIC, header_beats, trailer_beats
+from .protocol import (FIELDS_BYTES, HCRC_AT, HEADER_BYTES, LINK_WIDTHS, MAGIC, TRAILER_BYTES,
+                       header_beats, trailer_beats)
 
 __all__ = ["FrameSender", "tail_mask"]
 
@@ -79,8 +80,9 @@ class FrameSender(wiring.Component):
                 with m.If(self.header.valid):
                     n = self.header.payload.length
                     shift = (w - 1).bit_length()
-                    m.d.sync += [section.eq(Cat(Const(int.from_bytes(MAGIC, "little"), 16),
-                                                fields, crc_of(CRC16, fields, 8))),
+                    magic = Const(int.from_bytes(MAGIC, "little"), 8 * len(MAGIC))
+                    m.d.sync += [section.eq(Cat(magic, fields,
+                                                crc_of(CRC16, fields, FIELDS_BYTES))),
                                  length.eq(n), left.eq((n + w - 1) >> shift), count.eq(0)]
                     m.d.comb += pcrc.clear.eq(1)
                     m.next = "HEADER"
@@ -124,11 +126,11 @@ class FrameSender(wiring.Component):
         m = Module()
         m.submodules.hcrc = hcrc = Crc(CRC16)
         m.submodules.pcrc = pcrc = Crc(CRC32)
-        fields = Signal(64)
+        fields = Signal(8 * FIELDS_BYTES)
         # A byte index inside the header and trailer, and a payload down-counter: compared
         # with constants only, so no adder feeds a wide comparison (that chain limited the
         # iCE40 build to 10 MHz).
-        count = Signal(3)
+        count = Signal(range(max(FIELDS_BYTES, TRAILER_BYTES)))
         left = Signal(32)
         sent = self.o.valid & self.o.ready
         m.d.comb += [hcrc.data.eq(self.o.payload), pcrc.data.eq(self.o.payload)]
@@ -154,7 +156,7 @@ class FrameSender(wiring.Component):
                              hcrc.valid.eq(sent)]
                 with m.If(sent):
                     m.d.sync += [fields.eq(fields >> 8), count.eq(count + 1)]
-                    with m.If(count == 7):
+                    with m.If(count == FIELDS_BYTES - 1):
                         m.d.sync += count.eq(0)
                         m.next = "HCRC"
             with m.State("HCRC"):
@@ -162,7 +164,7 @@ class FrameSender(wiring.Component):
                              self.o.payload.eq(hcrc.value.word_select(count[0], 8))]
                 with m.If(sent):
                     m.d.sync += count.eq(count + 1)
-                    with m.If(count == 1):
+                    with m.If(count == HEADER_BYTES - HCRC_AT - 1):
                         m.d.sync += count.eq(0)
                         m.d.comb += pcrc.clear.eq(1)
                         with m.If(left == 0):
@@ -182,7 +184,7 @@ class FrameSender(wiring.Component):
                     count[:2], 8))]
                 with m.If(sent):
                     m.d.sync += count.eq(count + 1)
-                    with m.If(count == 3):
+                    with m.If(count == TRAILER_BYTES - 1):
                         m.d.comb += self.done.eq(1)
                         m.d.sync += [count.eq(0), self.frames.eq(self.frames + 1)]
                         m.next = "IDLE"

@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..jpeg.packets import HeaderLayout, OutputKind, TrailerLayout, output_layout
 from .frame_rx import FrameHeader
-from .protocol import MAX_PAYLOAD, Opcode, Status, payload_beats
+from .protocol import MAX_PAYLOAD, TAG_BITS, Opcode, Status, payload_beats
 
 __all__ = ["JpegReplier", "END_RECORD", "END_FORMAT", "parse_end"]
 
@@ -42,7 +42,6 @@ def parse_end(payload):
     """(status, width, height, cycles, symbols) of a JPEG_END record."""
     status, _, width, height, cycles, symbols = END_FORMAT.unpack(payload)
     return status, width, height, cycles, symbols
-TAG_BITS = 16
 
 
 class JpegReplier(wiring.Component):

@@ -1,7 +1,8 @@
 """The host link protocol: frames, opcodes, statuses and the CRCs, defined once for the
 gateware (``rtl/link``) and the host runtime.
 
-A frame on the byte stream::
+A frame on the byte stream (the header as :data:`HEADER_FIELDS`, the one definition that
+everything else takes its offsets from)::
 
     0..1   magic      0x5A 0xA5: where a frame starts (the receiver hunts for it after damage)
     2      opcode     Opcode (requests) / the request's opcode (responses)
@@ -40,25 +41,88 @@ Registers (``Register``, 32 bits each) are read with ``READ_REGS`` and written w
 import binascii
 import enum
 import struct
+import typing
 import zlib
 
-__all__ = ["MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD", "MAX_CORES", "VERSION", "BAUD",
-           "Opcode",
-           "Register", "Status",
-           "crc16", "crc32", "encode_frame", "header_fields", "split_length", "MAX_LENGTH",
-           "REQUEST_CLOSE", "array_word", "parse_array_word", "LINK_WIDTHS", "header_beats", "trailer_beats",
-           "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST", "REQUEST_RESIZE", "REQUEST_SCALE", "scales_word", "parse_scales_word", "CORE_SHIFT", "file_requests", "FrameDecoder", "Frame", "FrameError",
-           "HEADER", "TRAILER", "frame_parts", "check_header", "header_span", "payload_span",
-           "trailer_span"]
+__all__ = ["HeaderField", "HEADER_FIELDS", "HEADER_FIELD", "CHECKED_FIELDS", "FIELDS_AT",
+           "FIELDS_BYTES", "HCRC_AT", "MAGIC", "HEADER_BYTES", "TRAILER_BYTES", "MAX_PAYLOAD",
+           "MAX_CORES", "TAG_BITS", "BARRIER_TAG", "FIRST_DATA_TAG", "VERSION", "BAUD", "Opcode",
+           "Register", "Status", "crc16", "crc32", "encode_frame", "header_fields", "MAX_LENGTH",
+           "REQUEST_CLOSE", "array_word", "parse_array_word", "LINK_WIDTHS", "header_beats",
+           "trailer_beats", "payload_beats", "frame_bytes", "request_status", "REQUEST_FAST",
+           "REQUEST_RESIZE", "REQUEST_SCALE", "scales_word", "parse_scales_word", "CORE_SHIFT",
+           "file_requests", "FrameParser", "FrameDecoder", "Frame", "HEADER", "TRAILER",
+           "frame_parts", "check_header", "header_span", "payload_span", "trailer_span",
+           "c_header"]
 
+
+class HeaderField(typing.NamedTuple):
+    """One field of the frame header: its name, its first byte, its bytes (an integer is
+    little-endian) and what it holds."""
+    name: str
+    at: int
+    size: int
+    meaning: str
+
+
+#: The frame header, defined once: the host's struct (:data:`HEADER`), the gateware's
+#: ``FrameHeader`` (:mod:`.frame_rx`), the simulated board's C++ constants (:func:`c_header`)
+#: and the AXI manifest all take the fields' places from this table.
+HEADER_FIELDS = (
+    HeaderField("magic", 0, 2, "where a frame starts (the receiver hunts for it)"),
+    HeaderField("opcode", 2, 1, "Opcode (requests) / the request's opcode (responses)"),
+    HeaderField("status", 3, 1, "0 in requests; Status in responses"),
+    HeaderField("tag", 4, 2, "chosen by the host; a response carries its request's tag"),
+    HeaderField("length", 6, 3, "payload bytes"),
+    HeaderField("seq", 9, 1, "the frame's number within its tag, mod 256"),
+    HeaderField("hcrc", 10, 2, "CRC-16/CCITT-FALSE of the fields between the magic and it"),
+)
+HEADER_FIELD = {f.name: f for f in HEADER_FIELDS}
+#: The fields between the magic and the header CRC: what the CRC covers and what the
+#: gateware carries with a frame.
+CHECKED_FIELDS = HEADER_FIELDS[1:-1]
+FIELDS_AT = CHECKED_FIELDS[0].at
+HCRC_AT = HEADER_FIELD["hcrc"].at
+FIELDS_BYTES = HCRC_AT - FIELDS_AT
+HEADER_BYTES = HCRC_AT + HEADER_FIELD["hcrc"].size
+assert all(a.at + a.size == b.at for a, b in zip(HEADER_FIELDS, HEADER_FIELDS[1:]))
 MAGIC = b"\x5a\xa5"
-HEADER_BYTES = 12
+assert len(MAGIC) == HEADER_FIELD["magic"].size
+_MAGIC0, _MAGIC1 = MAGIC
 TRAILER_BYTES = 4
+#: Payload lengths: the length field's bits (the byte above it is the frame's number).
+MAX_LENGTH = (1 << 8 * HEADER_FIELD["length"].size) - 1
+_SEQ_SHIFT = 8 * HEADER_FIELD["length"].size
+
+
+def _struct_codes(fields):
+    """struct's codes of consecutive integer fields.  struct has no 3-byte integer: the
+    24-bit length is read with the byte above it (the seq) as one uint32."""
+    codes, k = "", 0
+    while k < len(fields):
+        size = fields[k].size
+        if size == 3 and k + 1 < len(fields) and fields[k + 1].size == 1:
+            size, k = 4, k + 1
+        codes += {1: "B", 2: "H", 4: "I"}[size]
+        k += 1
+    return codes
+
+
+#: Header bytes FIELDS_AT.. as a struct: opcode, status, tag, length | seq << 24.
+_FIELDS = struct.Struct("<" + _struct_codes(CHECKED_FIELDS))
 #: The header as a struct: magic, opcode, status, tag, length | seq << 24, hcrc.
-HEADER = struct.Struct("<2sBBHIH")
+HEADER = struct.Struct(f"<{len(MAGIC)}s{_FIELDS.format[1:]}{_struct_codes(HEADER_FIELDS[-1:])}")
+assert HEADER.size == HEADER_BYTES and _FIELDS.size == FIELDS_BYTES
 #: The CRC section's CRC-32 (before its pad).
 TRAILER = struct.Struct("<I")
+assert TRAILER.size == TRAILER_BYTES
 MAX_PAYLOAD = 4096
+#: Tags (the header's ``tag``): a request's tag comes back on its reply.  Tag 0 is the paced
+#: link's barrier PING, tags 1 .. FIRST_DATA_TAG - 1 the host's control requests (registers,
+#: pings), FIRST_DATA_TAG and above its files and layers (each file or layer one tag).
+TAG_BITS = 8 * HEADER_FIELD["tag"].size
+BARRIER_TAG = 0
+FIRST_DATA_TAG = 256
 #: The UART link's bit rate: the boards' UARTs divide their clock for it and the host's
 #: ``serial:`` transport opens ports at it (3 Mbaud is the FT231X/FT2232H limit that both
 #: development boards' USB bridges reach).
@@ -83,8 +147,6 @@ REQUEST_RESIZE = 0x04
 #: built with the reduced IDCTs only, ``Register.SCALES``).
 REQUEST_SCALE = 0x08
 CORE_SHIFT = 4
-#: Payload lengths are 24 bits (byte 9 of the header is the frame's sequence number).
-MAX_LENGTH = (1 << 24) - 1
 
 
 def request_status(fast=False, core=0, close=False, resize=False, scale=False):
@@ -231,10 +293,6 @@ class Status(enum.IntEnum):
     GAP = 0x06              # a JPEG frame out of sequence for its core: one before it was lost
 
 
-class FrameError(ValueError):
-    """A frame that cannot be decoded (the receiver's reasons, for host-side decoding)."""
-
-
 def crc16(data, crc=0xFFFF):
     """CRC-16/CCITT-FALSE (polynomial 0x1021, initial 0xFFFF, no reflection, no final XOR).
 
@@ -248,17 +306,13 @@ def crc32(data):
 
 
 def header_fields(opcode, status, tag, length, seq=0):
-    """Header bytes 2..9 (opcode, status, tag, length, seq)."""
-    if not 0 <= tag < 1 << 16:
-        raise ValueError(f"tag {tag} is not a uint16")
+    """The header's bytes FIELDS_AT.. (opcode, status, tag, length, seq): what its CRC
+    covers."""
+    if not 0 <= tag < 1 << TAG_BITS:
+        raise ValueError(f"tag {tag} is not a uint{TAG_BITS}")
     if not 0 <= length <= MAX_LENGTH:
         raise ValueError(f"a payload of {length} bytes is over the {MAX_LENGTH}-byte limit")
-    return struct.pack("<BBHI", int(opcode), int(status), tag, length | (seq & 0xFF) << 24)
-
-
-def split_length(word):
-    """(length, seq) of header bytes 6..9 read as a uint32."""
-    return word & MAX_LENGTH, word >> 24
+    return _FIELDS.pack(int(opcode), int(status), tag, length | (seq & 0xFF) << _SEQ_SHIFT)
 
 
 #: Zero bytes for the payload's pad; the header's and the CRC's pads by link width.
@@ -278,7 +332,8 @@ def frame_parts(opcode, tag, payload=b"", status=0, link_bytes=1, seq=0):
         _check_width(link_bytes)
     header_pad, trailer_pad = pads
     fields = header_fields(opcode, status, tag, len(payload), seq)
-    parts = [memoryview(MAGIC + fields + crc16(fields).to_bytes(2, "little") + header_pad)]
+    parts = [memoryview(MAGIC + fields + crc16(fields).to_bytes(HEADER_BYTES - HCRC_AT, "little")
+                        + header_pad)]
     crc = 0
     if len(payload):
         parts.append(memoryview(payload))
@@ -312,9 +367,9 @@ def check_header(buffer, offset, max_length):
     magic, opcode, status, tag, word, hcrc = HEADER.unpack_from(buffer, offset)
     length = word & MAX_LENGTH
     if magic != MAGIC or length > max_length \
-            or crc16(buffer[offset + 2:offset + 10]) != hcrc:
+            or crc16(buffer[offset + FIELDS_AT:offset + HCRC_AT]) != hcrc:
         return None
-    return opcode, status, tag, length, word >> 24
+    return opcode, status, tag, length, word >> _SEQ_SHIFT
 
 
 def file_requests(tag, data, max_payload=MAX_PAYLOAD, fast=False, link_bytes=1, core=0):
@@ -343,68 +398,159 @@ class Frame:
                 f"seq={self.seq}, {len(self.payload)} bytes)")
 
 
-class FrameDecoder:
+class FrameParser:
+    """The host's one receive parser: whole frames out of a buffer, damage skipped and
+    counted, so that every host receiver (:class:`FrameDecoder`; the runtime's ``FrameLink``
+    and ``DmaLink``, which parse in place and hand payloads on as views, not copied) hunts,
+    checks and counts alike.
+
+    Frames start on beat boundaries (``link_bytes`` W) counted from where parsing starts: the
+    parser hunts for the magic there only, skips one beat after a header that fails (a bad
+    header CRC or a length above the limit: ``bad_headers``), counts every byte skipped
+    (``dropped_bytes``) and, with ``verify``, checks each payload's CRC-32: a frame whose CRC
+    fails is delivered with ``Status.BAD_CRC`` (``bad_payloads``) so that its receiver knows
+    which tag to retry.
+    """
+
+    def __init__(self, link_bytes=1, verify=True):
+        self.link_bytes = link_bytes
+        self.verify = verify
+        self.bad_headers = self.bad_payloads = self.dropped_bytes = 0
+        self.start = 0                  # the first byte not parsed yet
+
+    @property
+    def link_bytes(self):
+        """The link width W (bytes per clock): the beat the frames' sections are padded to."""
+        return self._width
+
+    @link_bytes.setter
+    def link_bytes(self, width):
+        # settable after construction: a board's width is known only from its transport or
+        # its registers, which are read through the link
+        _check_width(width)
+        self._width = width
+        self._header_span = header_span(width)
+        self._trailer_span = trailer_span(width)
+
+    def _hunt(self, buf, start, end):
+        """The next beat-aligned magic in buf[start:end] (``start`` is aligned), or -1."""
+        w = self._width
+        found = buf.find(MAGIC, start, end)
+        while found >= 0 and (found - start) % w:
+            found = buf.find(MAGIC, found + w - (found - start) % w, end)
+        return found
+
+    def parse_frames(self, buf, view, end, max_length, on_frame, on_barrier=None):
+        """Parse ``buf[self.start:end]`` (``self.start`` on a beat boundary; ``buf`` a
+        bytearray or mmap to search, ``view`` a memoryview of it) and move ``self.start`` past
+        every frame delivered and every byte dropped: each whole frame goes to
+        ``on_frame(opcode, status, tag, payload, seq)``, its payload a view into ``view``
+        (valid until the caller reuses those bytes), or, with ``on_barrier``, a frame of
+        BARRIER_TAG to ``on_barrier(opcode, status, payload)``.  Parsing stops before a frame
+        or header not yet whole (a partial last beat, a last byte that may begin a magic at
+        W = 1); returns the bytes the frame at ``self.start`` needs in all (0 when its header
+        is not whole yet), for the caller to make room."""
+        w, span, tail, verify = self._width, self._header_span, self._trailer_span, self.verify
+        first, second = _MAGIC0, _MAGIC1
+        barrier = BARRIER_TAG if on_barrier is not None else -1
+        start = self.start
+        while start != end:
+            if end - start < 2 or buf[start] != first or buf[start + 1] != second:
+                found = self._hunt(buf, start, end)
+                if found < 0:
+                    if w == 1:      # a last magic byte may begin one
+                        rest = 1 if buf[end - 1] == first else 0
+                    else:           # a partial last beat is looked at again when it is whole
+                        rest = (end - start) % w
+                    self.dropped_bytes += end - start - rest
+                    self.start = end - rest
+                    return 0
+                self.dropped_bytes += found - start
+                start = found
+            if end - start < span:              # the header section, pad included
+                break
+            fields = check_header(view, start, max_length)
+            if fields is None:
+                self.bad_headers += 1
+                self.dropped_bytes += w
+                start += w                      # hunt again from the next beat
+                continue
+            opcode, status, tag, length, seq = fields
+            padded = length + (-length % w)     # (payload_span)
+            total = span + padded + tail
+            if end - start < total:
+                self.start = start
+                return total
+            at = start + span
+            payload = view[at:at + length]
+            if verify:
+                (crc,) = TRAILER.unpack_from(view, at + padded)
+                if zlib.crc32(view[at:at + padded] if padded != length else payload) != crc:
+                    self.bad_payloads += 1
+                    status = Status.BAD_CRC
+            start += total
+            self.start = start                  # (past the frame before anything acts on it)
+            if tag == barrier:
+                on_barrier(opcode, status, payload)
+            else:
+                on_frame(opcode, status, tag, payload, seq)
+        self.start = start
+        return 0
+
+
+class FrameDecoder(FrameParser):
     """Bytes in (any chunking), whole frames out; damage is skipped, counted and reported.
 
     ``feed(data)`` returns the frames completed by ``data``.  A damaged header makes the
     decoder hunt for the next magic one beat later (``link_bytes``: frames start on beat
     boundaries of the stream); a payload whose CRC fails is returned as
-    ``Frame(..., status=Status.BAD_CRC)`` so the caller knows which tag to retry.
+    ``Frame(..., status=Status.BAD_CRC)`` so the caller knows which tag to retry.  The parsing
+    is :class:`FrameParser`'s; ``buffer`` holds the bytes not parsed yet.
     """
 
     def __init__(self, max_length=MAX_PAYLOAD, link_bytes=1):
-        _check_width(link_bytes)
+        super().__init__(link_bytes)
         self.max_length = max_length
-        self.link_bytes = link_bytes
         self.buffer = bytearray()
-        self.dropped_bytes = 0
-        self.bad_headers = 0
-        self.bad_payloads = 0
-
-    def _hunt(self):
-        """The offset of the next candidate frame start, or None."""
-        w = self.link_bytes
-        start = 0
-        while True:
-            start = self.buffer.find(MAGIC, start)
-            if start < 0 or start % w == 0:
-                return None if start < 0 else start
-            start += w - start % w
 
     def feed(self, data):
+        """The frames ``data`` completes (:class:`Frame`, their payloads copied)."""
         self.buffer += data
-        w = self.link_bytes
         frames = []
-        while True:
-            start = self._hunt()
-            if start is None:
-                keep = len(self.buffer) % w if w > 1 else \
-                    (1 if self.buffer[-1:] == MAGIC[:1] else 0)
-                self.dropped_bytes += len(self.buffer) - keep
-                del self.buffer[:len(self.buffer) - keep]
-                return frames
-            if start:
-                self.dropped_bytes += start
-                del self.buffer[:start]
-            at = header_span(w)
-            if len(self.buffer) < at:
-                return frames                       # (a bad header drops its whole beat)
-            fields = check_header(self.buffer, 0, self.max_length)
-            if fields is None:
-                self.bad_headers += 1
-                self.dropped_bytes += w
-                del self.buffer[:w]                 # hunt again from the next beat
-                continue
-            opcode, status, tag, length, seq = fields
-            total = frame_bytes(length, w)
-            if len(self.buffer) < total:
-                return frames
-            padded = bytes(self.buffer[at:at + payload_span(length, w)])
-            (crc,) = TRAILER.unpack_from(self.buffer, at + len(padded))
-            del self.buffer[:total]
-            payload = padded[:length]
-            if crc != crc32(padded):
-                self.bad_payloads += 1
-                frames.append(Frame(opcode, Status.BAD_CRC, tag, payload, seq))
-            else:
-                frames.append(Frame(opcode, status, tag, payload, seq))
+
+        def keep(opcode, status, tag, payload, seq):
+            frames.append(Frame(opcode, status, tag, bytes(payload), seq))
+        with memoryview(self.buffer) as view:
+            self.parse_frames(self.buffer, view, len(self.buffer), self.max_length, keep)
+        del self.buffer[:self.start]
+        self.start = 0
+        return frames
+
+
+def c_header():
+    """The frame contract for the simulated board's C++ harness (``frame_protocol.h``, which
+    ``sim/board/build.py`` writes beside the DMA layout's header and hashes with the
+    harness): the header's fields, the magic, the sections, the tags and the opcodes."""
+    lines = ["// Generated from dlforge/rtl/link/protocol.py: do not edit.", "#pragma once",
+             "#include <cstdint>",
+             "namespace frame {",
+             f"constexpr uint8_t MAGIC[{len(MAGIC)}] = "
+             f"{{{', '.join(f'0x{b:02X}' for b in MAGIC)}}};",
+             f"constexpr uint32_t HEADER_BYTES = {HEADER_BYTES}, TRAILER_BYTES = {TRAILER_BYTES};",
+             "// the header's fields: first byte, bytes (integers little-endian)"]
+    for f in HEADER_FIELDS:
+        name = f.name.upper()
+        lines.append(f"constexpr uint32_t {name}_AT = {f.at}, {name}_BYTES = {f.size};"
+                     f"  // {f.meaning}")
+    lines += [f"constexpr uint32_t FIELDS_AT = {FIELDS_AT}, FIELDS_BYTES = {FIELDS_BYTES};"
+              "  // what the header CRC covers",
+              "// the uint32 at LENGTH_AT: the length in its low bits, the seq above them",
+              f"constexpr uint32_t LENGTH_MASK = 0x{MAX_LENGTH:X}, SEQ_SHIFT = {_SEQ_SHIFT};",
+              "static_assert(SEQ_AT == LENGTH_AT + LENGTH_BYTES && SEQ_SHIFT + 8 * SEQ_BYTES == "
+              "32, \"length and seq: one uint32\");",
+              f"constexpr uint32_t TAG_BITS = {TAG_BITS}, BARRIER_TAG = {BARRIER_TAG}, "
+              f"FIRST_DATA_TAG = {FIRST_DATA_TAG};"]
+    for op in Opcode:
+        lines.append(f"constexpr uint8_t OP_{op.name} = 0x{int(op):02X};")
+    lines.append("}  // namespace frame")
+    return "\n".join(lines) + "\n"

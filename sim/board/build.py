@@ -16,24 +16,28 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from dlforge.rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
-from dlforge.rtl.link.dma_layout import c_header
+from dlforge.rtl.link import dma_layout, protocol
 from dlforge.rtl.link.protocol import BAUD
 from dlforge.sim.board.wrapper import TOP_NAME, WRAPPER_NAME, board_wrapper
 from dlforge.sim.tools.progress import Progress, verilator_build_step
 from dlforge.sim.tools.runner import VERILATOR_WAIVERS, build_dir_root
 from dlforge.sim.tools.toolpaths import simulator_env
 
-__all__ = ["build_board", "board_key", "BOARD_SOURCE", "VERILATOR_FLAGS", "MAKE_FLAGS",
-           "DEFAULTS", "UART_DEFAULTS", "EXECUTABLE"]
+__all__ = ["build_board", "board_key", "BOARD_SOURCE", "GENERATED_HEADERS", "VERILATOR_FLAGS",
+           "MAKE_FLAGS", "DEFAULTS", "UART_DEFAULTS", "EXECUTABLE"]
 
 BOARD_SOURCE = Path(__file__).resolve().parent / "main.cpp"
-#: The DMA engine of ``--link dma`` (included by main.cpp, with the generated layout header).
+#: The DMA engine of ``--link dma`` (included by main.cpp, with the generated headers).
 DMA_ENGINE_SOURCE = BOARD_SOURCE.with_name("dma_engine.h")
+#: The C++ headers generated from the Python contracts, by file name: the frame format and
+#: the DMA link's layout, written into each build and hashed with the harness.
+GENERATED_HEADERS = {"frame_protocol.h": protocol.c_header, "dma_layout.h": dma_layout.c_header}
 
 
 def _harness_text():
-    """Everything the harness compiles from: main.cpp, the DMA engine, the layout header."""
-    return "\0".join((BOARD_SOURCE.read_text(), DMA_ENGINE_SOURCE.read_text(), c_header()))
+    """Everything the harness compiles from: main.cpp, the DMA engine, the generated headers."""
+    return "\0".join((BOARD_SOURCE.read_text(), DMA_ENGINE_SOURCE.read_text(),
+                      *(make() for make in GENERATED_HEADERS.values())))
 EXECUTABLE = "sim_board"
 
 #: Verilator options of the board build (the build jobs are added per machine).
@@ -307,7 +311,8 @@ def _build(folder, text, env, params):
     harness = folder / "main.cpp"
     shutil.copyfile(BOARD_SOURCE, harness)
     shutil.copyfile(DMA_ENGINE_SOURCE, folder / DMA_ENGINE_SOURCE.name)
-    (folder / "dma_layout.h").write_text(c_header())
+    for name, make in GENERATED_HEADERS.items():
+        (folder / name).write_text(make())
     jobs = os.cpu_count() or 1
     if hasattr(os, "sched_getaffinity"):
         jobs = min(jobs, len(os.sched_getaffinity(0)))     # the CPUs this process may use

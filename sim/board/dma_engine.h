@@ -2,7 +2,9 @@
 // descriptor DMA engine in front of the accelerator's byte streams.
 //
 // Host and board share one file (/dev/shm/...; layout in dma_layout.h, generated from
-// dlforge/rtl/link/dma_layout.py).  Towards the device the engine walks the host's descriptors:
+// dlforge/rtl/link/dma_layout.py).  The frames' format (the header's fields, the magic, the
+// sections, tags and opcodes) is frame_protocol.h's, namespace frame, generated from
+// dlforge/rtl/link/protocol.py.  Towards the device the engine walks the host's descriptors:
 // raw bytes go in as they are, a FILE descriptor is cut into request frames with their CRCs
 // (the host does not frame files), PLACE/UNPLACE set where a tag's pixels go.  From the
 // device it parses the reply frames: a JPEG_DATA payload whose tag has a placement is written
@@ -23,6 +25,7 @@
 #pragma once
 
 #include "dma_layout.h"
+#include "frame_protocol.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -50,8 +53,11 @@ namespace dma {
 // of W bytes and the CRC-32 covers the padded payload (dlforge.rtl.link.protocol).
 constexpr size_t W = DLFORGE_LINK_BYTES;
 constexpr size_t padded(size_t n) { return (n + W - 1) / W * W; }
-constexpr size_t HEADER_SECTION = padded(HEADER_BYTES);
-constexpr size_t TRAILER_SECTION = padded(TRAILER_BYTES);
+constexpr size_t HEADER_SECTION = padded(frame::HEADER_BYTES);
+constexpr size_t TRAILER_SECTION = padded(frame::TRAILER_BYTES);
+constexpr size_t TAGS = size_t(1) << frame::TAG_BITS;
+using Tag = uint16_t;
+static_assert(sizeof(Tag) == frame::TAG_BYTES, "a frame's tag");
 
 // zlib's CRC-32 (reflected 0xEDB88320) and binascii.crc_hqx's CRC-16/CCITT from 0xFFFF.
 struct Crc {
@@ -117,7 +123,7 @@ struct Engine {
     std::vector<std::deque<Held>> lanes;
     std::vector<uint64_t> owed;
     struct Credit { uint16_t lane = 0; uint64_t bytes = 0; };
-    std::vector<Credit> credits = std::vector<Credit>(65536);
+    std::vector<Credit> credits = std::vector<Credit>(TAGS);
     size_t next_lane = 0;                            // round robin among the cores
     uint64_t held_now = 0, held_files = 0, held_back = 0, dropped_held = 0;
     uint64_t cur_pos = 0;
@@ -134,9 +140,9 @@ struct Engine {
     size_t trl_len = 0;
     uint32_t remaining = 0, run_crc = 0;
     uint32_t real = 0;                               // payload bytes of the frame (no padding)
-    uint16_t frame_tag = 0;
+    Tag frame_tag = 0;
     struct Place { uint64_t offset = 0, capacity = 0, filled = 0; uint32_t frames = 0; uint16_t flags = 0; bool on = false; };
-    std::vector<Place> places = std::vector<Place>(65536);
+    std::vector<Place> places = std::vector<Place>(TAGS);
     std::vector<uint8_t> pass;                       // reply bytes for the next BYTES record
     uint64_t rec_notified = 0, ends_unread = 0, progress = 0, desc_notified = 0;
     bool urgent = false;
@@ -236,7 +242,7 @@ struct Engine {
         pass.clear();
     }
 
-    void placed_record(uint32_t kind, uint16_t tag) {
+    void placed_record(uint32_t kind, Tag tag) {
         Place& pl = places[tag];
         Placed body{tag, pl.flags, uint32_t(kind == R_UNPLACED ? 0 : pl.filled)};
         flush_pass();
@@ -267,31 +273,31 @@ struct Engine {
             }
             payload = remote.data();
         }
-        uint8_t h[HEADER_BYTES];
-        h[0] = FRAME_MAGIC0;
-        h[1] = FRAME_MAGIC1;
-        h[2] = last ? cur.opcode : OP_JPEG_DATA;
-        h[3] = cur.status;
-        std::memcpy(h + 4, &cur.tag, 2);
-        // bytes 6..8 the length, 9 the frame's number in its file (the descriptor's first
+        uint8_t h[frame::HEADER_BYTES];
+        std::memcpy(h + frame::MAGIC_AT, frame::MAGIC, frame::MAGIC_BYTES);
+        h[frame::OPCODE_AT] = last ? cur.opcode : frame::OP_JPEG_DATA;
+        h[frame::STATUS_AT] = cur.status;
+        const Tag tag = cur.tag;
+        std::memcpy(h + frame::TAG_AT, &tag, frame::TAG_BYTES);
+        // the length, and above it the frame's number in its file (the descriptor's first
         // frame's number, then one more a chunk)
         const uint32_t seq = (cur.seq + uint32_t(cur_pos / chunk)) & 0xFFu;
-        const uint32_t word = n | seq << 24;
-        std::memcpy(h + 6, &word, 4);
-        const uint16_t hc = crc.crc16(h + 2, 8);
-        std::memcpy(h + 10, &hc, 2);
+        const uint32_t word = n | seq << frame::SEQ_SHIFT;
+        std::memcpy(h + frame::LENGTH_AT, &word, sizeof word);
+        const uint16_t hc = crc.crc16(h + frame::FIELDS_AT, frame::FIELDS_BYTES);
+        std::memcpy(h + frame::HCRC_AT, &hc, frame::HCRC_BYTES);
         static const uint8_t zeros[64] = {};
         const size_t pad = padded(n) - n;
         const uint32_t pc = ~crc.update32(crc.update32(0xFFFFFFFFu, payload, n), zeros, pad);
         stage.clear();
         stage_pos = 0;
-        stage.insert(stage.end(), h, h + HEADER_BYTES);
-        stage.insert(stage.end(), zeros, zeros + (HEADER_SECTION - HEADER_BYTES));
+        stage.insert(stage.end(), h, h + frame::HEADER_BYTES);
+        stage.insert(stage.end(), zeros, zeros + (HEADER_SECTION - frame::HEADER_BYTES));
         stage.insert(stage.end(), payload, payload + n);
         stage.insert(stage.end(), zeros, zeros + pad);
         const uint8_t* t = reinterpret_cast<const uint8_t*>(&pc);
-        stage.insert(stage.end(), t, t + TRAILER_BYTES);
-        stage.insert(stage.end(), zeros, zeros + (TRAILER_SECTION - TRAILER_BYTES));
+        stage.insert(stage.end(), t, t + frame::TRAILER_BYTES);
+        stage.insert(stage.end(), zeros, zeros + (TRAILER_SECTION - frame::TRAILER_BYTES));
         cur_pos += n;
     }
 
@@ -358,7 +364,7 @@ struct Engine {
     }
 
     // A file's JPEG_END reply: its core's room comes back.
-    void release(uint16_t tag) {
+    void release(Tag tag) {
         Credit& c = credits[tag];
         if (!c.lane) return;
         uint64_t& o = owed[c.lane - 1u];
@@ -465,15 +471,15 @@ struct Engine {
 
     // ---- from the device ---------------------------------------------------------------
     void header_done() {
-        const uint8_t opcode = hdr[2];
-        std::memcpy(&frame_tag, hdr + 4, 2);
+        const uint8_t opcode = hdr[frame::OPCODE_AT];
+        std::memcpy(&frame_tag, hdr + frame::TAG_AT, frame::TAG_BYTES);
         uint32_t word;
-        std::memcpy(&word, hdr + 6, 4);
-        real = word & 0xFFFFFFu;
-        const uint8_t seq = uint8_t(word >> 24);
+        std::memcpy(&word, hdr + frame::LENGTH_AT, sizeof word);
+        real = word & frame::LENGTH_MASK;
+        const uint8_t seq = uint8_t(word >> frame::SEQ_SHIFT);
         remaining = uint32_t(padded(real));
         Place& pl = places[frame_tag];
-        if (opcode == OP_JPEG_DATA && pl.on) {
+        if (opcode == frame::OP_JPEG_DATA && pl.on) {
             // a file's reply frames count 0, 1, 2, ...: a gap is a frame lost to a destroyed
             // header, and the image is damaged
             if (seq != uint8_t(pl.frames)) pl.flags |= FLAG_BAD_CRC, ++gaps;
@@ -482,8 +488,8 @@ struct Engine {
             run_crc = 0xFFFFFFFFu;
             return;
         }
-        if (opcode == OP_JPEG_END && pl.on) placed_record(uint32_t(R_PLACED), frame_tag);
-        if (opcode == OP_JPEG_END) ++ends_unread, release(frame_tag);
+        if (opcode == frame::OP_JPEG_END && pl.on) placed_record(uint32_t(R_PLACED), frame_tag);
+        if (opcode == frame::OP_JPEG_END) ++ends_unread, release(frame_tag);
         else urgent = true;
         pass.insert(pass.end(), hdr, hdr + HEADER_SECTION);
         state = remaining ? PAY_PASS : TRL_PASS;
@@ -499,7 +505,7 @@ struct Engine {
                 switch (state) {
                 case HDR: {
                     hdr[hdr_len++] = data[i++];
-                    if (hdr_len == 1 && hdr[0] != FRAME_MAGIC0 && W == 1) {
+                    if (hdr_len == 1 && hdr[frame::MAGIC_AT] != frame::MAGIC[0] && W == 1) {
                         pass.push_back(hdr[0]);
                         hdr_len = 0;
                         ++hunted;
@@ -507,11 +513,12 @@ struct Engine {
                     } else if (hdr_len == HEADER_SECTION) {
                         uint16_t hc;
                         uint32_t len;
-                        std::memcpy(&hc, hdr + 10, 2);
-                        std::memcpy(&len, hdr + 6, 4);
-                        len &= 0xFFFFFFu;                // (byte 9: the frame's number)
-                        if (hdr[0] == FRAME_MAGIC0 && hdr[1] == FRAME_MAGIC1 &&
-                            crc.crc16(hdr + 2, 8) == hc && len <= MAX_FRAME) {
+                        std::memcpy(&hc, hdr + frame::HCRC_AT, frame::HCRC_BYTES);
+                        std::memcpy(&len, hdr + frame::LENGTH_AT, sizeof len);
+                        len &= frame::LENGTH_MASK;       // (the frame's number above it)
+                        if (!std::memcmp(hdr + frame::MAGIC_AT, frame::MAGIC, frame::MAGIC_BYTES) &&
+                            crc.crc16(hdr + frame::FIELDS_AT, frame::FIELDS_BYTES) == hc &&
+                            len <= MAX_FRAME) {
                             hdr_len = 0;
                             header_done();
                         } else {                     // not a header: pass one beat, hunt on

@@ -23,10 +23,11 @@ import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.rtl.link.jpeg_reply import parse_end
-from dlforge.rtl.link.protocol import (FrameDecoder, Opcode, Register, Status, VERSION, array_word,
-                                       encode_frame, file_requests, header_beats, payload_beats,
-                                       split_length)
+from dlforge.rtl.link.protocol import (MAX_LENGTH, FrameDecoder, Opcode, Register, Status, VERSION,
+                                       array_word, check_header, encode_frame, file_requests,
+                                       header_beats, payload_beats)
 from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.tb.streams import start
 from dlforge.sim.models.jpeg_model import JpegDecodeError, decode
@@ -170,7 +171,7 @@ async def exchange(dut, requests, finished, rng, ready_prob=1.0, corrupt=0.0, re
             frame = queue.pop(0)
             wire = bytearray(frame)
             start = header_beats(W) * W
-            length = split_length(struct.unpack_from("<I", frame, 6)[0])[0]
+            length = check_header(frame, 0, MAX_LENGTH)[3]
             covered = payload_beats(length, W) * W
             if corrupt and length and rng.random() < corrupt:
                 wire[rng.randrange(start, start + covered)] ^= 0x01
@@ -283,7 +284,7 @@ async def link_alone(dut):
     requests = [frame(Opcode.PING, 1, bytes(range(37))),
                 frame(Opcode.WRITE_REG, 2, struct.pack("<HI", Register.SPAN_START, 1)),
                 frame(Opcode.READ_REGS, 3, struct.pack("<HH", Register.VERSION, 8)),
-                frame(Opcode.JPEG_END, 4, b"\xff\xd8\xff\xd9"),
+                frame(Opcode.JPEG_END, 4, Marker.SOI.bytes + Marker.EOI.bytes),
                 frame(Opcode.CONV_WORDS, 5, bytes(W)),
                 frame(Opcode.PING, 6, bytes(range(200, 256)) * 3),
                 frame(Opcode.READ_REGS, 7, struct.pack("<HH", Register.LINK_WIDTH, 2)),
