@@ -7,6 +7,7 @@ import torch
 
 from dlforge.host.conv.digits import top1, train_digits_cnn
 from dlforge.host.conv.engine_module import EngineModule, as_float_input
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.models.network_model import run_network
 
 
@@ -63,7 +64,7 @@ def test_files_in_float_logits_out_one_row_per_file(digits, tmp_path):
     from dlforge.host.conv.image_infer import input_table, reference_images
     model, (x_train, _, x_test, y_test) = digits
     files = write_digit_jpegs(tmp_path, x_test[:5], y_test[:5], size=16)
-    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff")
+    (tmp_path / "broken.jpg").write_bytes(Marker.SOI.bytes + b"\xff")
     files.insert(2, tmp_path / "broken.jpg")
     with EngineModule(model, device="cpu", calibration=x_train[:256]) as module:
         logits, run = module.forward_files(files)

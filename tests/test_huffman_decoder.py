@@ -7,6 +7,7 @@ from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
 from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.rtl.jpeg.syntax import Marker, segment_bytes
 from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.tb.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
 from dlforge.sim.models.jpeg_entropy import decode_scan
@@ -80,7 +81,7 @@ def test_coefficients_match_the_model(name, size, options):
     w, h = size
     data = encode(photo(name)[:h, :w], **options)
     headers, blocks, (status, marker) = run_decoder(data, ready_prob=0.7, seed=w)
-    assert (status, marker) == (S.OK, 0xD9)
+    assert (status, marker) == (S.OK, Marker.EOI)
     assert blocks == expected_blocks(data, headers)
 
 
@@ -91,7 +92,7 @@ def test_many_long_codes_under_heavy_back_pressure(ready_prob):
     fell between a code's two clocks, in the lookahead loop of commit a39ff97.)"""
     data = encode(photo("coffee")[:75, :100], quality=90, subsampling=0)
     headers, blocks, (status, marker) = run_decoder(data, ready_prob=ready_prob, seed=3)
-    assert (status, marker) == (S.OK, 0xD9)
+    assert (status, marker) == (S.OK, Marker.EOI)
     assert blocks == expected_blocks(data, headers)
 
 
@@ -101,8 +102,8 @@ def test_damaged_scans_report_the_models_status(damage):
     scan = parse_headers(data).scan_start
     middle = scan + (len(data) - scan) // 2
     bad = {"cut": data[:middle],
-           "eoi-early": data[:middle] + b"\xff\xd9",
-           "stray-rst": data[:middle] + b"\xff\xd0" + data[middle:],
+           "eoi-early": data[:middle] + Marker.EOI.bytes,
+           "stray-rst": data[:middle] + Marker.RST0.bytes + data[middle:],
            "bytes": data[:middle] + bytes([0x00, 0x13, 0x77]) * 3 + data[middle:]}[damage]
     headers = parse_headers(bad)
     with pytest.raises(JpegDecodeError) as info:
@@ -119,7 +120,7 @@ def test_quick_corpus_and_entropy_faults():
         if len(f.data) > 6000:
             continue                          # big files are for the Verilator regression
         headers, blocks, (status, marker) = run_decoder(f.data, ready_prob=0.8)
-        assert (status, marker) == (S.OK, 0xD9), f.name
+        assert (status, marker) == (S.OK, Marker.EOI), f.name
         assert blocks == expected_blocks(f.data, headers), f.name
     checked = 0
     for f in jpeg_corpus.malformed_corpus():
@@ -180,30 +181,27 @@ def synthetic_jpeg(blocks, tables, width, height, restart_interval=0, components
     """A baseline 4:4:4 (or grey) JPEG file whose scan carries ``blocks`` (per MCU, one list of
     64 zigzag-ordered coefficients per component), coded with ``tables``; component 0 uses
     tables 0, the others tables 1."""
-    def segment(marker, body):
-        return bytes([0xFF, marker]) + (len(body) + 2).to_bytes(2, "big") + bytes(body)
-
-    out = bytearray(b"\xff\xd8")
-    out += segment(0xDB, bytes([0]) + bytes([1] * 64))
+    out = bytearray(Marker.SOI.bytes)
+    out += segment_bytes(Marker.DQT, bytes([0]) + bytes([1] * 64))
     sof = bytes([8]) + height.to_bytes(2, "big") + width.to_bytes(2, "big") + bytes([components])
     for c in range(components):
         sof += bytes([c + 1, 0x11, 0])
-    out += segment(0xC0, sof)
+    out += segment_bytes(Marker.SOF0, sof)
     for (cls, ident), (counts, symbols) in tables.items():
-        out += segment(0xC4, bytes([(cls << 4) | ident] + counts + symbols))
+        out += segment_bytes(Marker.DHT, bytes([(cls << 4) | ident] + counts + symbols))
     if restart_interval:
-        out += segment(0xDD, restart_interval.to_bytes(2, "big"))
+        out += segment_bytes(Marker.DRI, restart_interval.to_bytes(2, "big"))
     sos = bytes([components])
     for c in range(components):
         sos += bytes([c + 1, 0x00 if c == 0 else 0x11])
-    out += segment(0xDA, sos + bytes([0, 63, 0]))
+    out += segment_bytes(Marker.SOS, sos + bytes([0, 63, 0]))
     codes = {key: _huffman_codes(*t) for key, t in tables.items()}
     bits = _BitWriter()
     preds = [0] * components
     for mcu, mcu_blocks in enumerate(blocks):
         if restart_interval and mcu and mcu % restart_interval == 0:
             bits.flush()
-            bits.out += bytes([0xFF, 0xD0 + (mcu // restart_interval - 1) % 8])
+            bits.out += Marker(Marker.RST0 + (mcu // restart_interval - 1) % 8).bytes
             preds = [0] * components
         for c, coefs in enumerate(mcu_blocks):
             dc, ac = codes[0, min(c, 1)], codes[1, min(c, 1)]
@@ -227,7 +225,7 @@ def synthetic_jpeg(blocks, tables, width, height, restart_interval=0, components
             if run:
                 bits.put(*ac[0x00])
     bits.flush()
-    return bytes(out + bits.out + b"\xff\xd9")
+    return bytes(out + bits.out + Marker.EOI.bytes)
 
 
 def random_blocks(rng, mcus, components=3):
@@ -252,7 +250,7 @@ def test_lengths_with_more_than_16_codes(restart_interval):
     blocks = random_blocks(rng, (width // 8) * (height // 8))
     data = synthetic_jpeg(blocks, WIDE_TABLES, width, height, restart_interval)
     headers, got, (status, marker) = run_decoder(data, ready_prob=0.8, seed=restart_interval)
-    assert (status, marker) == (S.OK, 0xD9)
+    assert (status, marker) == (S.OK, Marker.EOI)
     expected = expected_blocks(data, headers)
     assert [coefs for _, coefs in expected] == [b for mcu in blocks for b in mcu]  # the writer
     assert got == expected

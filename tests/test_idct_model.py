@@ -30,6 +30,7 @@ import skimage.data
 from PIL import Image
 
 from dlforge.rtl.jpeg import idct_constants as K
+from dlforge.rtl.jpeg.syntax import Marker, is_sof, segment_body, walk_segments
 from dlforge.sim.models.idct_model import dequantize, idct_islow, idct_islow_raw, range_limit_table
 
 # ---------------------------------------------------------------------------------------
@@ -91,24 +92,16 @@ def _pillow(data):
 
 
 def _segments(data):
-    """(marker, payload) of every marker segment before the first SOS."""
-    assert data[:2] == b"\xff\xd8"
-    out, i = [], 2
-    while True:
-        assert data[i] == 0xFF
-        marker = data[i + 1]
-        length = int.from_bytes(data[i + 2:i + 4], "big")
-        out.append((marker, data[i + 4:i + 2 + length]))
-        if marker == 0xDA:
-            return out
-        i += 2 + length
+    """(marker, payload) of every marker segment up to the first SOS."""
+    return [(marker, segment_body(data, offset, length))
+            for marker, offset, length in walk_segments(data)]
 
 
 def _dqt_tables(data):
     """{Tq: (Pq, natural-order 8x8 table)} parsed from the DQT segments (zigzag in the file)."""
     tables = {}
     for marker, p in _segments(data):
-        if marker != 0xDB:
+        if marker != Marker.DQT:
             continue
         i = 0
         while i < len(p):
@@ -123,7 +116,7 @@ def _dqt_tables(data):
 
 
 def _sof_markers(data):
-    return [m for m, _ in _segments(data) if 0xC0 <= m <= 0xCF and m not in (0xC4, 0xC8, 0xCC)]
+    return [m for m, _ in _segments(data) if is_sof(m)]
 
 
 #: libjpeg-turbo's AVX2/SSE2 IDCT (and the emulation of it below) is x86-only.
@@ -413,7 +406,7 @@ def test_sixteen_bit_quant_tables(photos, tmp_path, table_name):
     for name in ("camera", "coffee"):
         img = photos[name]
         data = _pillow_jpeg(img, qtables=[table.ravel().tolist()])
-        assert _sof_markers(data) == [0xC1]                     # extended sequential
+        assert _sof_markers(data) == [Marker.SOF1]              # extended sequential
         (pq, file_table), = _dqt_tables(data).values()
         assert pq == 1 and np.array_equal(file_table, expect)
         dct = _read_dct(data, tmp_path)
@@ -444,7 +437,7 @@ def test_sixteen_bit_quant_tables(photos, tmp_path, table_name):
 def test_baseline_file_is_sof0_with_8bit_table(photos):
     """Control for the test above: ordinary quality settings give SOF0 and Pq=0."""
     data = _pillow_jpeg(photos["camera"], quality=75)
-    assert _sof_markers(data) == [0xC0]
+    assert _sof_markers(data) == [Marker.SOF0]
     assert _dqt_tables(data)[0][0] == 0
 
 

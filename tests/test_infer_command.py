@@ -10,6 +10,7 @@ import torch
 from dlforge.gen.cli import main
 from dlforge.host.conv.compile import export_model
 from dlforge.host.conv.digits import top1, train_digits_cnn, write_digit_jpegs
+from dlforge.rtl.jpeg.syntax import Marker
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def image_files(files):
     path, *_ = files
     model, (x_train, y_train, x_test, y_test) = train_digits_cnn()
     write_digit_jpegs(path / "images", x_test[:9], y_test[:9], size=16)
-    (path / "images" / "0004-x.jpg").write_bytes(b"\xff\xd8 truncated")
+    (path / "images" / "0004-x.jpg").write_bytes(Marker.SOI.bytes + b" truncated")
     write_digit_jpegs(path / "calib", x_train[:64], y_train[:64], size=16)
     return path
 

@@ -17,11 +17,12 @@ from PIL import Image, JpegImagePlugin
 
 pytest.importorskip("skimage")
 
+from dlforge.rtl.jpeg.syntax import Marker as M, segment_bytes
 from dlforge.sim.corpus import jpeg_corpus as jc, jpeg_making, jpeg_markers
 from dlforge.sim.corpus import photos as skimage_photos
 
-PROGRESSIVE_SOF = {0xC2, 0xC6, 0xCA, 0xCE}
-ARITHMETIC_SOF = {0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+PROGRESSIVE_SOF = {M.SOF2, M.SOF6, M.SOF10, M.SOF14}
+ARITHMETIC_SOF = {M.SOF9, M.SOF10, M.SOF11, M.SOF13, M.SOF14, M.SOF15}
 PIL_SAMPLING = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2}
 SJ_SAMPLING = {"gray": "Gray", "4:4:4": "444", "4:2:2": "422", "4:4:0": "440", "4:2:0": "420"}
 
@@ -99,13 +100,14 @@ def test_write_corpus(tmp_path, unsupported):
 
 def test_segments_walks_stuffing_restarts_and_fill_bytes():
     """Stuffed 0xFF00 is data, RSTn inside a scan is yielded, fill 0xFFs are skipped."""
-    data = (b"\xff\xd8" + b"\xff\xfe\x00\x04ab" + b"\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00"
-            + b"\x12\xff\x00\x34\xff\xd0\x56" + b"\xff\xff\xff\xd9")
-    assert list(jpeg_markers.segments(data)) == [(0xD8, 0, 0), (0xFE, 2, 4), (0xDA, 8, 8),
-                                       (0xD0, 22, 0), (0xD9, 27, 0)]
+    data = (M.SOI.bytes + segment_bytes(M.COM, b"ab")
+            + segment_bytes(M.SOS, b"\x01\x01\x00\x00\x3f\x00")
+            + b"\x12\xff\x00\x34" + M.RST0.bytes + b"\x56" + b"\xff\xff" + M.EOI.bytes)
+    assert list(jpeg_markers.segments(data)) == [(M.SOI, 0, 0), (M.COM, 2, 4), (M.SOS, 8, 8),
+                                                 (M.RST0, 22, 0), (M.EOI, 27, 0)]
     assert jpeg_markers.describe(data)["fill_bytes"] == 2
-    for bad in (b"", b"\xff\xd8", b"\xff\xd8\xff\xfe\x00\x01", b"\xff\xd8\xff\xfe\x00\x09ab",
-                data[:-1], data[:12]):
+    for bad in (b"", M.SOI.bytes, M.SOI.bytes + M.COM.bytes + b"\x00\x01",
+                M.SOI.bytes + M.COM.bytes + b"\x00\x09ab", data[:-1], data[:12]):
         with pytest.raises(jpeg_markers.JpegSyntaxError):
             list(jpeg_markers.segments(bad))
 
@@ -179,7 +181,7 @@ def test_quick_corpus_covers_the_baseline_features(quick):
                                                                    mine[0]["components"])
         assert any(d["width"] % (8 * hmax) and d["height"] % (8 * vmax) for d in mine), lay
         assert any(d["optimized_huffman"] for d in mine), lay
-    assert {d["sof"] for d in fs} == {0xC0, 0xC1}
+    assert {d["sof"] for d in fs} == {M.SOF0, M.SOF1}
     assert all(d["precision"] == 8 and d["scans"] == 1 for d in fs)
     sizes = {(d["width"], d["height"]) for d in fs}
     for s in ((1, 1), (1, 2), (2, 1), (3, 5), (7, 9), (15, 17), (17, 15), (31, 33), (33, 31),
@@ -202,7 +204,7 @@ def test_quick_corpus_covers_the_baseline_features(quick):
     assert any(set(d["dqt_precisions"]) == {8, 16} for d in fs)
     assert any(max(d["dqt_tables_per_segment"]) >= 2 for d in fs)
     assert any(max(d["dht_tables_per_segment"]) == 4 for d in fs)
-    assert any(d["sof"] == 0xC1 and 16 not in d["dqt_precisions"] for d in fs)
+    assert any(d["sof"] == M.SOF1 and 16 not in d["dqt_precisions"] for d in fs)
     # Markers a decoder must skip, and 0xFF fill bytes.
     assert any(d["com_markers"] for d in fs)
     assert any("APP1" in d["app_markers"] for d in fs)
@@ -219,7 +221,7 @@ def test_full_corpus_adds_real_files(full):
     if hubble is None:
         pytest.skip("scikit-image without hubble_deep_field.jpg")
     assert hubble["dqt_tables_per_segment"] == [2] and hubble["dht_tables_per_segment"] == [4]
-    assert all(d["sof"] == 0xC0 for d in shipped.values())
+    assert all(d["sof"] == M.SOF0 for d in shipped.values())
 
 
 def _decode_all_ways(data, features):
@@ -240,7 +242,7 @@ def test_every_baseline_file_decodes(which, request):
     files = request.getfixturevalue(which)
     for f in files:
         d = f.features
-        assert d["sof"] in (0xC0, 0xC1) and d["scans"] == 1 and d["precision"] == 8, f.name
+        assert d["sof"] in (M.SOF0, M.SOF1) and d["scans"] == 1 and d["precision"] == 8, f.name
         if which == "photos":
             img = simplejpeg.decode_jpeg(f.data, colorspace="RGB", fastdct=False,
                                          fastupsample=False)
@@ -289,7 +291,7 @@ def test_unsupported_files_are_what_they_claim(unsupported):
         assert len(f.features["components"]) == 4 and _pillow_view(f.data)["mode"] == "CMYK"
     for f in by_reason["multiscan"]:
         d = f.features
-        assert d["sof"] == 0xC0 and d["scans"] > 1
+        assert d["sof"] == M.SOF0 and d["scans"] > 1
         assert sorted(sum(d["scan_components"], [])) == [c[0] for c in d["components"]]
         assert all(s == (0, 63, 0, 0) for s in d["spectral"])
     # Progressive, arithmetic, CMYK and multi-scan files are real: libjpeg-turbo decodes them.
@@ -300,7 +302,7 @@ def test_unsupported_files_are_what_they_claim(unsupported):
                 im.load()
 
     (p12,) = by_reason["precision12"]
-    assert p12.features["precision"] == 12 and p12.features["sof"] == 0xC1
+    assert p12.features["precision"] == 12 and p12.features["sof"] == M.SOF1
     with pytest.raises(ValueError, match="precision 12"):
         simplejpeg.decode_jpeg(p12.data)
     as8 = jpeg_making.sof_field(p12.data, jpeg_making.SOF_P, 8, ">B")   # the edit undone decodes cleanly
@@ -309,7 +311,7 @@ def test_unsupported_files_are_what_they_claim(unsupported):
     (dnl,) = by_reason["dnl"]
     d = dnl.features
     assert d["height"] == 0 and d["dnl"] > 0
-    restored = jpeg_making.sof_field(jpeg_making.remove_markers(dnl.data, {0xDC}), jpeg_making.SOF_Y, d["dnl"])
+    restored = jpeg_making.sof_field(jpeg_making.remove_markers(dnl.data, {M.DNL}), jpeg_making.SOF_Y, d["dnl"])
     assert simplejpeg.decode_jpeg(restored, colorspace="RGB").shape[:2] == (d["dnl"], d["width"])
 
     (two,) = by_reason["two_components"]
@@ -414,7 +416,7 @@ def test_malformed_files_are_really_malformed(malformed):
     assert (m["oversize-65535x65535"]["width"], m["oversize-65535x65535"]["height"]) == (65535,) * 2
     # The flipped file differs from the base (missing-eoi plus its EOI) in 3 scan bytes.
     flipped = malformed["corrupt_scan-flipped-bytes"].data
-    base = malformed["truncated-missing-eoi"].data + b"\xff\xd9"
+    base = malformed["truncated-missing-eoi"].data + M.EOI.bytes
     s0, s1 = jpeg_making.scan_span(base)
     assert len(flipped) == len(base)
     diff = [i for i in range(len(base)) if flipped[i] != base[i]]

@@ -3,6 +3,7 @@
 import jpeglib
 import pytest
 
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.models.jpeg_entropy import lookup_table, split_entropy_segments
 from dlforge.sim.models.jpeg_model import decode_coefficients
 from dlforge.sim.models.jpeg_parse import HuffmanTable
@@ -21,11 +22,12 @@ def test_lookup_table_is_canonical():
 
 
 def test_stuffing_fill_bytes_and_restarts_are_split():
-    data = b"\x12\xff\x00\x34\xff\xd0\x56\xff\xff\xd1\x78\xff\xd9"
+    data = (b"\x12\xff\x00\x34" + Marker.RST0.bytes + b"\x56\xff" + Marker.RST1.bytes + b"\x78"
+            + Marker.EOI.bytes)                  # a stuffed FF, a fill byte before RST1
     segments, end = split_entropy_segments(data, 0)
     assert [(s, r) for s, _, r in segments] == [(b"\x12\xff\x34", ("rst", 0)), (b"\x56", ("rst", 1)),
-                                                (b"\x78", ("end", 0xD9))]
-    assert data[end:end + 2] == b"\xff\xd9"
+                                                (b"\x78", ("end", Marker.EOI))]
+    assert data[end:end + 2] == Marker.EOI.bytes
     segments, end = split_entropy_segments(b"\x12\xff", 0)
     assert segments == [(b"\x12", 0, ("eof", None))] and end == 2
 

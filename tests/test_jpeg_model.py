@@ -9,6 +9,7 @@ import simplejpeg
 import skimage
 
 from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.models.jpeg_model import JpegDecodeError, decode
 from jpeg_files import encode, photo
 
@@ -58,7 +59,7 @@ def test_sixteen_bit_quant_tables_sof1():
     """Quant values above 255 make libjpeg write SOF1 with 16-bit DQT entries."""
     table = [min(8191, 16 * (1 + (k % 8) + (k // 8)) * 3) for k in range(64)]
     data = encode(photo("coffee")[:67, :91], qtables=[table, table], subsampling=2)
-    assert b"\xff\xc1" in data
+    assert Marker.SOF1.bytes in data
     for mode in ("fancy", "fast"):
         assert_exact(data, mode)
 
@@ -99,13 +100,13 @@ def test_unsupported_and_malformed_files_raise_with_a_status():
 
 def test_damaged_scans_are_caught():
     data = encode(photo("astronaut")[:64, :64], quality=85)
-    scan = data.index(b"\xff\xda") + 14
+    scan = data.index(Marker.SOS.bytes) + 14
     middle = scan + (len(data) - scan) // 2
     with pytest.raises(JpegDecodeError) as info:               # EOI in the middle of the scan
-        decode(data[:middle] + b"\xff\xd9")
+        decode(data[:middle] + Marker.EOI.bytes)
     assert info.value.status == S.TRUNCATED
     with pytest.raises(JpegDecodeError) as info:               # a stray restart marker
-        decode(data[:middle] + b"\xff\xd0" + data[middle:])
+        decode(data[:middle] + Marker.RST0.bytes + data[middle:])
     assert info.value.status == S.BAD_RESTART
     # Random byte damage: a status whenever the damage is visible, never a crash or overrun.
     rng = np.random.default_rng(1)
@@ -187,7 +188,7 @@ def test_fill_byte_before_a_stuffed_ff_is_data():
     """``FF FF 00`` in a scan is a fill byte and a stuffed FF (libjpeg's fill_bit_buffer),
     not a marker 00; the hardware's unstuffer reads it the same way."""
     data = encode(photo("chelsea")[:48, :64], quality=95, subsampling=2)
-    start = data.index(b"\xff\xda")
+    start = data.index(Marker.SOS.bytes)
     k = data.index(b"\xff\x00", start + 14)
     filled = data[:k] + b"\xff" + data[k:]
     assert (decode(filled).pixels == decode(data).pixels).all()

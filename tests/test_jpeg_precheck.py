@@ -5,6 +5,7 @@ import pytest
 
 from dlforge.host.jpeg.precheck import precheck
 from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.corpus import jpeg_corpus, photos
 from dlforge.sim.models.jpeg_parse import JpegDecodeError, parse_headers
 
@@ -44,5 +45,5 @@ def test_limits_and_garbage():
     assert status == S.OK and width > 0
     assert precheck(data, max_width=width - 1)[0] == S.TOO_LARGE
     assert precheck(b"")[0] == S.NO_SOI
-    assert precheck(b"\xff\xd8\xff")[0] == S.TRUNCATED
+    assert precheck(Marker.SOI.bytes + b"\xff")[0] == S.TRUNCATED
     assert precheck(data[:200])[0] == S.TRUNCATED

@@ -19,6 +19,7 @@ from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
 from dlforge.rtl.jpeg.frame import FrameLayout, mcu_grid
 from dlforge.rtl.jpeg.marker_parser import MarkerParser
 from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.rtl.jpeg.syntax import Marker as M, walk_segments
 from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.tb.entropy_stimulus import dht_bodies, dqt_bodies, scan_beat
 from dlforge.sim.models.jpeg_entropy import decode_scan
@@ -237,22 +238,9 @@ def small(name="astronaut", w=16, h=16, **options):
     return encode(pixels, **options)
 
 
-def segs(data):
-    """(marker, offset of its FF, length) of each segment before the scan."""
-    out, pos = [], 2
-    while True:
-        while data[pos + 1] == 0xFF:
-            pos += 1
-        marker = data[pos + 1]
-        length = int.from_bytes(data[pos + 2:pos + 4], "big")
-        out.append((marker, pos, length))
-        if marker == 0xDA:
-            return out
-        pos += 2 + length
-
-
 def seg(data, marker, nth=0):
-    return [(o, n) for m, o, n in segs(data) if m == marker][nth]
+    """(offset of its FF, length) of the nth header segment ``marker``."""
+    return [(o, n) for m, o, n in walk_segments(data) if m == marker][nth]
 
 
 def patch(data, offset, new):
@@ -264,7 +252,7 @@ def insert(data, offset, new):
 
 
 def eoi_offset(data):
-    assert data[-2:] == b"\xff\xd9"
+    assert data[-2:] == M.EOI.bytes
     return len(data) - 2
 
 
@@ -311,7 +299,7 @@ def test_malformed_corpus():
 
 def remove(data, marker):
     """``data`` without any of its header segments ``marker``."""
-    while any(m == marker for m, _, _ in segs(data)):
+    while any(m == marker for m, _, _ in walk_segments(data)):
         o, n = seg(data, marker)
         data = data[:o] + data[o + 2 + n:]
     return data
@@ -323,13 +311,13 @@ def test_bad_files_between_good_ones():
     good = small("astronaut", 16, 16, quality=80, subsampling=2)
     rst = small("coffee", 24, 16, quality=85, restart_marker_blocks=1)
     gray = small("camera", 16, 8, quality=70)
-    rgb = remove(good, 0xE0)
-    sof, _ = seg(rgb, 0xC0)
-    sos, _ = seg(rgb, 0xDA)
+    rgb = remove(good, M.APP0)
+    sof, _ = seg(rgb, M.SOF0)
+    sos, _ = seg(rgb, M.SOS)
     for k, c in enumerate(b"RGB"):
         rgb = patch(patch(rgb, sof + 10 + 3 * k, [c]), sos + 5 + 2 * k, [c])
-    files = [rst, good[:100], gray, good, remove(good, 0xC4), b"\x00", rst,
-             insert(gray, 2, b"\x00"), good, remove(good, 0xDB), good, remove(good, 0xC0),
+    files = [rst, good[:100], gray, good, remove(good, M.DHT), b"\x00", rst,
+             insert(gray, 2, b"\x00"), good, remove(good, M.DQT), good, remove(good, M.SOF0),
              good, rgb, b"\xff", gray, gray[:-1] + b"\x00", good]
     seen, plans, _ = run_and_check(files)
     assert [p.status for p in plans][:16] == [
@@ -345,27 +333,27 @@ def test_after_the_scan():
     """check_trailer's rules: segments before EOI, bytes after it, and what may not follow."""
     base = small("chelsea", 16, 16, quality=85, subsampling=1)
     e = eoi_offset(base)
-    com = b"\xff\xfe\x00\x05abc"
+    com = M.COM.bytes + b"\x00\x05abc"
     cases = {
         "com-before-eoi": (insert(base, e, com), S.OK),
-        "dqt-dht-app-before-eoi": (insert(base, e, base[seg(base, 0xDB)[0]:seg(base, 0xC0)[0]]
-                                          + b"\xff\xe5\x00\x02"), S.OK),
-        "bytes-after-eoi": (base + b"\x00\x11\xff\xd8junk", S.OK),
+        "dqt-dht-app-before-eoi": (insert(base, e, base[seg(base, M.DQT)[0]:seg(base, M.SOF0)[0]]
+                                          + M.APP5.bytes + b"\x00\x02"), S.OK),
+        "bytes-after-eoi": (base + b"\x00\x11" + M.SOI.bytes + b"junk", S.OK),
         "fill-before-eoi": (insert(base, e, b"\xff\xff\xff"), S.OK),
         "fill-before-com": (insert(base, e, b"\xff\xff" + com), S.OK),
-        "second-sos": (insert(base, e, b"\xff\xda\x00\x02"), S.UNSUPPORTED_MULTISCAN),
-        "dnl": (insert(base, e, b"\xff\xdc\x00\x04\x00\x10"), S.UNSUPPORTED_DNL),
-        "rst-after-com": (insert(base, e, com + b"\xff\xd3"), S.UNEXPECTED_MARKER),
-        "soi-after-scan": (insert(base, e, b"\xff\xd8"), S.UNEXPECTED_MARKER),
-        "tem-after-scan": (insert(base, e, b"\xff\x01"), S.UNEXPECTED_MARKER),
+        "second-sos": (insert(base, e, M.SOS.bytes + b"\x00\x02"), S.UNSUPPORTED_MULTISCAN),
+        "dnl": (insert(base, e, M.DNL.bytes + b"\x00\x04\x00\x10"), S.UNSUPPORTED_DNL),
+        "rst-after-com": (insert(base, e, com + M.RST3.bytes), S.UNEXPECTED_MARKER),
+        "soi-after-scan": (insert(base, e, M.SOI.bytes), S.UNEXPECTED_MARKER),
+        "tem-after-scan": (insert(base, e, M.TEM.bytes), S.UNEXPECTED_MARKER),
         "junk-after-com": (insert(base, e, com + b"\x12"), S.UNEXPECTED_MARKER),
-        "com-length-1": (insert(base, e, b"\xff\xfe\x00\x01"), S.BAD_MARKER_LENGTH),
-        "com-past-end": (insert(base, e, b"\xff\xfe\x01\x00"), S.TRUNCATED),
+        "com-length-1": (insert(base, e, M.COM.bytes + b"\x00\x01"), S.BAD_MARKER_LENGTH),
+        "com-past-end": (insert(base, e, M.COM.bytes + b"\x01\x00"), S.TRUNCATED),
         "com-then-end": (base[:e] + com, S.TRUNCATED),
-        "com-exactly-at-end": (base[:e] + b"\xff\xfe\x00\x02", S.TRUNCATED),
-        "com-length-at-end-long": (base[:e] + b"\xff\xfe\x00\x03", S.TRUNCATED),
-        "com-half-length": (base[:e] + b"\xff\xfe\x00", S.TRUNCATED),
-        "com-marker-at-end": (base[:e] + b"\xff\xfe", S.TRUNCATED),
+        "com-exactly-at-end": (base[:e] + M.COM.bytes + b"\x00\x02", S.TRUNCATED),
+        "com-length-at-end-long": (base[:e] + M.COM.bytes + b"\x00\x03", S.TRUNCATED),
+        "com-half-length": (base[:e] + M.COM.bytes + b"\x00", S.TRUNCATED),
+        "com-marker-at-end": (base[:e] + M.COM.bytes, S.TRUNCATED),
         "ff-at-end": (base[:e] + b"\xff\xff", S.TRUNCATED),
         "no-eoi": (base[:e], S.TRUNCATED),
         "eoi-marker-only": (base[:e + 1], S.TRUNCATED),
@@ -394,67 +382,70 @@ def _edits():
     color = small("astronaut", 16, 16, quality=85, subsampling=2)
     gray = small("camera", 16, 8, quality=80)
     out = {}
-    sof, sof_n = seg(color, 0xC0)
-    sos, sos_n = seg(color, 0xDA)
-    dqt, dqt_n = seg(color, 0xDB)
-    dht, dht_n = seg(color, 0xC4)
-    app0, app0_n = seg(color, 0xE0)
+    sof, sof_n = seg(color, M.SOF0)
+    sos, sos_n = seg(color, M.SOS)
+    dqt, dqt_n = seg(color, M.DQT)
+    dht, dht_n = seg(color, M.DHT)
+    app0, app0_n = seg(color, M.APP0)
     no_jfif = color[:app0] + color[app0 + 2 + app0_n:]
     jfif_end = app0 + 2 + app0_n
 
     def sof_byte(k, value):
         return patch(color, sof + 4 + k, [value])
 
-    for code in (0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF, 0xC1, 0xC8):
+    for code in (M.SOF2, M.SOF3, M.SOF5, M.SOF6, M.SOF7, M.SOF9, M.SOF10, M.SOF11, M.SOF13,
+                 M.SOF14, M.SOF15, M.SOF1, M.JPG):
         out[f"sof-{code:02x}"] = patch(color, sof + 1, [code])
-    out["dac"] = insert(color, sof, b"\xff\xcc\x00\x04\x00\x00")
-    out["dhp"] = insert(color, sof, b"\xff\xde\x00\x02")
-    out["exp"] = insert(color, sof, b"\xff\xdf\x00\x03\x00")
-    out["dnl-before-scan"] = insert(color, sof, b"\xff\xdc\x00\x04\x00\x10")
-    out["dri-length-5"] = insert(color, sof, b"\xff\xdd\x00\x05\x00\x01\x00")
-    out["dri-length-2"] = insert(color, sof, b"\xff\xdd\x00\x02")
-    out["dri-0"] = insert(color, sof, b"\xff\xdd\x00\x04\x00\x00")
-    out["dri-258"] = insert(color, sof, b"\xff\xdd\x00\x04\x01\x02")  # but no RST in the scan
-    out["eoi-before-scan"] = insert(color, sof, b"\xff\xd9")
-    out["rst-before-scan"] = insert(color, sof, b"\xff\xd5")
-    out["tem-before-scan"] = insert(color, sof, b"\xff\x01")
+    out["dac"] = insert(color, sof, M.DAC.bytes + b"\x00\x04\x00\x00")
+    out["dhp"] = insert(color, sof, M.DHP.bytes + b"\x00\x02")
+    out["exp"] = insert(color, sof, M.EXP.bytes + b"\x00\x03\x00")
+    out["dnl-before-scan"] = insert(color, sof, M.DNL.bytes + b"\x00\x04\x00\x10")
+    out["dri-length-5"] = insert(color, sof, M.DRI.bytes + b"\x00\x05\x00\x01\x00")
+    out["dri-length-2"] = insert(color, sof, M.DRI.bytes + b"\x00\x02")
+    out["dri-0"] = insert(color, sof, M.DRI.bytes + b"\x00\x04\x00\x00")
+    out["dri-258"] = insert(color, sof, M.DRI.bytes + b"\x00\x04\x01\x02")  # but no RST in the scan
+    out["eoi-before-scan"] = insert(color, sof, M.EOI.bytes)
+    out["rst-before-scan"] = insert(color, sof, M.RST5.bytes)
+    out["tem-before-scan"] = insert(color, sof, M.TEM.bytes)
     out["ff00-segment"] = insert(color, sof, b"\xff\x00\x00\x03\x00")      # skipped
     out["not-a-marker"] = insert(color, sof, b"\x00")
-    out["no-soi-second-byte"] = patch(color, 1, [0xD9])
+    out["no-soi-second-byte"] = patch(color, 1, [M.EOI])
     out["only-ff"] = b"\xff"
-    out["soi-then-ff"] = b"\xff\xd8\xff"
-    out["soi-then-00"] = b"\xff\xd8\x00"
+    out["soi-then-ff"] = M.SOI.bytes + b"\xff"
+    out["soi-then-00"] = M.SOI.bytes + b"\x00"
     out["length-at-end"] = color[:sof + 3]
-    out["length-2-at-end"] = color[:sof] + b"\xff\xfe\x00\x02"
-    out["empty-dqt-at-end"] = color[:sof] + b"\xff\xdb\x00\x02"
-    out["empty-dqt"] = insert(color, sof, b"\xff\xdb\x00\x02")
-    out["empty-dht"] = insert(color, sof, b"\xff\xc4\x00\x02")
+    out["length-2-at-end"] = color[:sof] + M.COM.bytes + b"\x00\x02"
+    out["empty-dqt-at-end"] = color[:sof] + M.DQT.bytes + b"\x00\x02"
+    out["empty-dqt"] = insert(color, sof, M.DQT.bytes + b"\x00\x02")
+    out["empty-dht"] = insert(color, sof, M.DHT.bytes + b"\x00\x02")
     out["dqt-precision-2"] = patch(color, dqt + 4, [0x20])
     out["dqt-table-4"] = patch(color, dqt + 4, [0x04])
     out["dqt-too-short"] = patch(color, dqt + 2, struct.pack(">H", dqt_n - 1))
     out["dqt-bad-then-cut"] = patch(color, dqt + 4, [0x20])[:dqt + 30]
     out["dht-class-2"] = patch(color, dht + 4, [0x20])
     out["dht-table-5"] = patch(color, dht + 4, [0x05])
-    out["dht-short-header"] = insert(color, sof, b"\xff\xc4\x00\x12\x00" + bytes(15))
-    out["dht-empty-table"] = insert(color, sof, b"\xff\xc4\x00\x13\x02" + bytes(16))
+    out["dht-short-header"] = insert(color, sof, M.DHT.bytes + b"\x00\x12\x00" + bytes(15))
+    out["dht-empty-table"] = insert(color, sof, M.DHT.bytes + b"\x00\x13\x02" + bytes(16))
     out["dht-overflow"] = patch(color, dht + 5, [3])
     # Four 2-bit codes fill the space: one 3-bit code more overflows it (counts consistent).
-    out["dht-overflow-deep"] = insert(color, sof, b"\xff\xc4\x00\x18\x02\x00\x04\x01"
+    out["dht-overflow-deep"] = insert(color, sof, M.DHT.bytes + b"\x00\x18\x02\x00\x04\x01"
                                       + bytes(13) + bytes(range(5)))
     out["dht-symbols-past-segment"] = patch(color, dht + 2, struct.pack(">H", dht_n - 1))
-    out["dht-257-symbols"] = insert(color, sof, b"\xff\xc4" + struct.pack(">H", 2 + 17 + 257)
+    out["dht-257-symbols"] = insert(color, sof, M.DHT.bytes + struct.pack(">H", 2 + 17 + 257)
                                     + b"\x13" + bytes(8) + bytes([1, 2, 4, 8, 16, 32, 64, 130])
                                     + bytes(257))
-    out["dht-all-ones"] = insert(color, sof, b"\xff\xc4\x00\x15\x02\x02" + bytes(15) + b"\x00\x01")
-    out["dht-one-code"] = insert(color, sof, b"\xff\xc4\x00\x14\x02\x01" + bytes(15) + b"\x00")
+    out["dht-all-ones"] = insert(color, sof, M.DHT.bytes + b"\x00\x15\x02\x02" + bytes(15)
+                                 + b"\x00\x01")
+    out["dht-one-code"] = insert(color, sof, M.DHT.bytes + b"\x00\x14\x02\x01" + bytes(15)
+                                 + b"\x00")
     dc_sym = dht + 4 + 17 + 5
     out["dc-symbol-16"] = patch(color, dc_sym, [16])
-    out["dc-symbol-16-unused"] = insert(color, sof, b"\xff\xc4\x00\x14\x02\x01" + bytes(15)
+    out["dc-symbol-16-unused"] = insert(color, sof, M.DHT.bytes + b"\x00\x14\x02\x01" + bytes(15)
                                         + b"\x10")
     out["dc-symbol-16-redefined"] = insert(patch(color, dc_sym, [16]), sos,
                                            color[dht:dht + 2 + dht_n])
     out["dc-symbol-16-then-missing"] = patch(patch(color, dc_sym, [16]), sos + 8, [0x22])
-    out["ac-symbol-255"] = patch(color, seg(color, 0xC4, 1)[0] + 4 + 17 + 3, [0xFF])
+    out["ac-symbol-255"] = patch(color, seg(color, M.DHT, 1)[0] + 4 + 17 + 3, [0xFF])
     out["dht-overflow-then-cut"] = patch(color, dht + 5, [3])[:dht + 12]
     out["sof-short"] = patch(color, sof + 2, b"\x00\x07")
     out["sof-count-2-length"] = patch(color, sof + 2 + 7, [2])
@@ -476,11 +467,12 @@ def _edits():
     out["luma-3x1-chroma-bad"] = patch(sof_byte(7, 0x31), sof + 4 + 13, [0x10])
     out["luma-1x2"] = sof_byte(7, 0x12)
     out["second-sof"] = insert(color, sos, color[sof:sof + 2 + sof_n])
-    out["second-sof-progressive"] = insert(color, sos, b"\xff\xc2" + color[sof + 2:sof + 2 + sof_n])
+    out["second-sof-progressive"] = insert(color, sos,
+                                           M.SOF2.bytes + color[sof + 2:sof + 2 + sof_n])
     out["sos-before-sof"] = insert(color, dqt, color[sos:sos + 2 + sos_n])
-    out["sos-empty"] = color[:sos] + b"\xff\xda\x00\x02" + color[sos + 2 + sos_n:]
+    out["sos-empty"] = color[:sos] + M.SOS.bytes + b"\x00\x02" + color[sos + 2 + sos_n:]
     out["sos-count-vs-length"] = patch(color, sos + 4, [2])
-    out["sos-one-of-three"] = (color[:sos] + b"\xff\xda\x00\x08\x01" + color[sos + 5:sos + 7]
+    out["sos-one-of-three"] = (color[:sos] + M.SOS.bytes + b"\x00\x08\x01" + color[sos + 5:sos + 7]
                                + b"\x00\x3f\x00" + color[sos + 2 + sos_n:])
     out["sos-wrong-id"] = patch(color, sos + 7, [9])
     out["sos-td-4"] = patch(color, sos + 6, [0x40])
@@ -495,32 +487,29 @@ def _edits():
     out["undefined-everything"] = patch(sof_byte(8, 2), sos + 6, [0x22])
     out["sos-at-end"] = color[:sos + 2 + sos_n]
     out["sos-cut"] = color[:sos + 8]
-    out["adobe-transform-0"] = insert(no_jfif, 2, b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00"
-                                                   b"\x00\x00")
-    out["adobe-transform-1"] = insert(no_jfif, 2, b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00"
-                                                   b"\x00\x01")
-    out["adobe-short"] = insert(no_jfif, 2, b"\xff\xee\x00\x0dAdobe\x00\x64\x00\x00\x00\x00")
-    out["adobe-0-then-jfif"] = insert(color, jfif_end, b"\xff\xee\x00\x0eAdobe\x00\x64\x00"
-                                                       b"\x00\x00\x00\x00")
-    out["adobe-0-then-1"] = insert(no_jfif, 2, b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00"
-                                               b"\x00\x00\xff\xee\x00\x0eAdobe\x00\x64\x00"
-                                               b"\x00\x00\x00\x01")
+    adobe = M.APP14.bytes + b"\x00\x0eAdobe\x00\x64\x00\x00\x00\x00"    # its transform follows
+    out["adobe-transform-0"] = insert(no_jfif, 2, adobe + b"\x00")
+    out["adobe-transform-1"] = insert(no_jfif, 2, adobe + b"\x01")
+    out["adobe-short"] = insert(no_jfif, 2, M.APP14.bytes + b"\x00\x0dAdobe\x00\x64\x00\x00\x00"
+                                                           b"\x00")
+    out["adobe-0-then-jfif"] = insert(color, jfif_end, adobe + b"\x00")
+    out["adobe-0-then-1"] = insert(no_jfif, 2, adobe + b"\x00" + adobe + b"\x01")
     rgb = no_jfif
-    s2, _ = seg(rgb, 0xC0)
-    q2, q2n = seg(rgb, 0xDA)
+    s2, _ = seg(rgb, M.SOF0)
+    q2, q2n = seg(rgb, M.SOS)
     rgb = patch(patch(patch(rgb, s2 + 10, b"R"), s2 + 13, b"G"), s2 + 16, b"B")
     rgb = patch(patch(patch(rgb, q2 + 5, b"R"), q2 + 7, b"G"), q2 + 9, b"B")
     out["rgb-ids"] = rgb
     out["rgb-ids-jfif"] = color[:app0 + 2 + app0_n] + rgb[app0:]
-    out["jfif-short"] = insert(no_jfif, 2, b"\xff\xe0\x00\x06JFIF")
-    out["rgb-ids-jfif-short"] = insert(rgb, 2, b"\xff\xe0\x00\x06JFIF")
-    out["jfif-wrong"] = insert(rgb, 2, b"\xff\xe0\x00\x07JFIG\x00")
-    out["jfif-in-app1"] = insert(rgb, 2, b"\xff\xe1\x00\x07JFIF\x00")
+    out["jfif-short"] = insert(no_jfif, 2, M.APP0.bytes + b"\x00\x06JFIF")
+    out["rgb-ids-jfif-short"] = insert(rgb, 2, M.APP0.bytes + b"\x00\x06JFIF")
+    out["jfif-wrong"] = insert(rgb, 2, M.APP0.bytes + b"\x00\x07JFIG\x00")
+    out["jfif-in-app1"] = insert(rgb, 2, M.APP1.bytes + b"\x00\x07JFIF\x00")
     out["gray-ok"] = gray
-    g_sof, _ = seg(gray, 0xC0)
+    g_sof, _ = seg(gray, M.SOF0)
     out["gray-factors-3x4"] = patch(gray, g_sof + 11, [0x34])           # ignored for one
     out["gray-factors-5x1"] = patch(gray, g_sof + 11, [0x51])           # still checked
-    out["gray-adobe-0"] = insert(gray, 2, b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00\x00\x00")
+    out["gray-adobe-0"] = insert(gray, 2, adobe + b"\x00")
     return out
 
 
@@ -553,9 +542,9 @@ def test_bad_tables_still_end_their_bodies():
     """A bad table is forwarded to its segment's end, last on the final byte; a body the
     packet cuts ends with last on the packet's final byte."""
     color = small("astronaut", 16, 16, quality=85, subsampling=2)
-    dqt, dqt_n = seg(color, 0xDB)
-    dht, dht_n = seg(color, 0xC4)
-    dht2, _ = seg(color, 0xC4, 1)
+    dqt, dqt_n = seg(color, M.DQT)
+    dht, dht_n = seg(color, M.DHT)
+    dht2, _ = seg(color, M.DHT, 1)
     bad_dqt = patch(color, dqt + 4, [0x27])
     bad_dht = patch(color, dht + 5, [3])
     cut_dht = color[:dht2 + 40]
@@ -621,7 +610,7 @@ def test_mcu_counts_of_large_frames():
     files, plans = [], []
     for base, (w, h) in ((gray, (4096, 65535)), (color, (4096, 65535)), (gray, (8184, 8)),
                          (color, (4095, 4097)), (gray, (1, 65535)), (color, (8184, 1))):
-        o, _ = seg(base, 0xC0)
+        o, _ = seg(base, M.SOF0)
         f = patch(base, o + 5, struct.pack(">HH", h, w))
         headers = parse_headers(f, max_width=8184)
         files.append(f)
@@ -656,12 +645,12 @@ def test_with_the_real_entropy_decoder():
     color = small("astronaut", 16, 16, quality=85, subsampling=2)
     rst = small("coffee", 24, 16, quality=85, restart_marker_blocks=1)
     e = eoi_offset(color)
-    sos, sos_n = seg(color, 0xDA)
-    dht, _ = seg(color, 0xC4)
+    sos, sos_n = seg(color, M.SOS)
+    dht, _ = seg(color, M.DHT)
     middle = (sos + len(color)) // 2
-    files = [color, insert(color, e, b"\xff\xff\xff\xfe\x00\x04ab") + b"after",
+    files = [color, insert(color, e, b"\xff\xff" + M.COM.bytes + b"\x00\x04ab") + b"after",
              color[:middle], rst, color[:sos + 2 + sos_n], patch(color, dht + 5, [3]),
-             insert(color, middle, b"\xff\xd9"), color[:e] + b"\xff\xfe\x00", rst]
+             insert(color, middle, M.EOI.bytes), color[:e] + M.COM.bytes + b"\x00", rst]
     top = _WithEntropyDecoder()
     parser = top.parser
     beats = [_payload(b, i == len(f) - 1) for f in files for i, b in enumerate(f)]

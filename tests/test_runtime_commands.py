@@ -20,6 +20,7 @@ import skimage.data
 from PIL import Image
 
 from dlforge.gen.cli import main
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.models.conv_model import conv_layer
 
@@ -36,7 +37,7 @@ def _jpeg(array, **options):
     return buf.getvalue()
 
 
-GARBAGE = b"\xff\xd8 this is not a JPEG file " * 4
+GARBAGE = (Marker.SOI.bytes + b" this is not a JPEG file ") * 4
 
 
 def _files(folder):

@@ -12,6 +12,7 @@ import skimage.data
 from PIL import Image
 
 from dlforge.host.jpeg.scaled_decode import parse_scale, scaled_decode, scaled_size
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.models.jpeg_model import decode
 
 
@@ -65,4 +66,4 @@ def test_parse_scale_and_refusals():
     with pytest.raises(ValueError, match="scale must be one of"):
         scaled_decode(_shipped("rocket.jpg"), 3)
     with pytest.raises(ValueError, match="libjpeg-turbo"):
-        scaled_decode(b"\xff\xd8 not a jpeg", 2)
+        scaled_decode(Marker.SOI.bytes + b" not a jpeg", 2)

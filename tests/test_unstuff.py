@@ -3,6 +3,7 @@
 import pytest
 from amaranth.sim import Simulator
 
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.rtl.jpeg.unstuff import TokenKind as K, Unstuffer
 
 
@@ -35,13 +36,15 @@ def tokens_of(stream_bytes, restart_after=None):
 
 
 def test_stuffing_fill_and_markers():
-    assert tokens_of(b"\x12\xff\x00\x34\xff\xff\xd3\x56\xff\xd9\x99") == [
+    stream = (b"\x12\xff\x00\x34\xff" + Marker.RST3.bytes + b"\x56" + Marker.EOI.bytes
+              + b"\x99")                                  # a stuffed FF, a fill byte before RST3
+    assert tokens_of(stream) == [
         (K.DATA, 0x12), (K.DATA, 0xFF), (K.DATA, 0x34), (K.RESTART, 3), (K.DATA, 0x56),
-        (K.END, 0xD9)]          # nothing after the end marker is taken
+        (K.END, Marker.EOI)]          # nothing after the end marker is taken
 
 
 @pytest.mark.parametrize("tail, last_token", [(b"\x56", (K.DATA, 0x56)), (b"\xff", None),
-                                              (b"\xff\xd0", (K.RESTART, 0))])
+                                              (Marker.RST0.bytes, (K.RESTART, 0))])
 def test_end_of_packet_inside_the_scan(tail, last_token):
     got = tokens_of(b"\x12" + tail)
     assert got[-1] == (K.EOF, 0)

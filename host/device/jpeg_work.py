@@ -11,40 +11,44 @@ Only ratios between files matter to the host, so the constants need not follow l
 of the core closely.
 """
 
+from dlforge.rtl.jpeg.status import JpegDecodeError
+from dlforge.rtl.jpeg.syntax import Marker, walk_segments
+
 __all__ = ["decode_work"]
 
 PER_PIXEL = 0.060
 PER_SAMPLE = 0.083
 PER_BYTE = 0.93
 
+_SEQUENTIAL = (Marker.SOF0.value, Marker.SOF1.value)    # (plain ints: compared per segment)
+#: The segments the walk only checks: all but the frame headers read here and SOS
+_UNREAD = frozenset(range(256)) - {*_SEQUENTIAL, Marker.SOS}
+
 
 def decode_work(data):
     """A core's clocks for ``data``, estimated (its size alone where no frame header is found
     before the first scan)."""
     n = len(data)
-    pos = 2
-    while pos + 4 <= n and data[pos] == 0xFF:
-        marker = data[pos + 1]
-        if marker == 0xFF:
-            pos += 1
-            continue
-        length = data[pos + 2] << 8 | data[pos + 3]
-        if marker in (0xC0, 0xC1) and pos + 10 + 3 * data[pos + 9] <= n:
-            height = data[pos + 5] << 8 | data[pos + 6]
-            width = data[pos + 7] << 8 | data[pos + 8]
-            h_max = v_max = 1
-            blocks = 0
-            for k in range(pos + 11, pos + 11 + 3 * data[pos + 9], 3):
-                h, v = data[k] >> 4, data[k] & 15
-                if h > h_max:
-                    h_max = h
-                if v > v_max:
-                    v_max = v
-                blocks += h * v
-            per_pixel = blocks / (h_max * v_max)
-            pixels = width * height
-            return PER_PIXEL * pixels + PER_SAMPLE * per_pixel * pixels + PER_BYTE * n
-        if marker == 0xDA or length < 2:
-            break
-        pos += 2 + length
+    try:
+        for marker, offset, length in walk_segments(data, skip=_UNREAD):
+            # (a frame header that holds its component count and its components)
+            if marker in _SEQUENTIAL and length >= 8 and length >= 8 + 3 * data[offset + 9]:
+                height = data[offset + 5] << 8 | data[offset + 6]
+                width = data[offset + 7] << 8 | data[offset + 8]
+                h_max = v_max = 1
+                blocks = 0
+                for k in range(offset + 11, offset + 11 + 3 * data[offset + 9], 3):
+                    h, v = data[k] >> 4, data[k] & 15
+                    if h > h_max:
+                        h_max = h
+                    if v > v_max:
+                        v_max = v
+                    blocks += h * v
+                per_pixel = blocks / (h_max * v_max)
+                pixels = width * height
+                return PER_PIXEL * pixels + PER_SAMPLE * per_pixel * pixels + PER_BYTE * n
+            if not length:                   # a marker that cannot stand before the scan
+                break
+    except JpegDecodeError:                  # not JPEG, or its headers broken: the size alone
+        pass
     return PER_BYTE * n

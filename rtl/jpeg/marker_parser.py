@@ -37,7 +37,8 @@ from .coefficient_buffer import DqtLayout
 from .frame import FrameLayout, ResultLayout
 from .huffman_decoder import DhtLayout, DoneLayout, MAX_COMPONENTS, ScanLayout
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH, LIMIT_MAX_HEIGHT, LIMIT_MAX_WIDTH
-from .status import FRAME_TYPE_STATUS, JpegStatus as S
+from .status import JpegStatus as S
+from .syntax import FRAME_TYPE_STATUS, Marker
 from .unstuff import ByteLayout
 
 __all__ = ["MarkerParser"]
@@ -73,7 +74,8 @@ class _Steps:
     @staticmethod
     def no_length(c):
         """Markers without a length: SOI, EOI, RSTn, TEM."""
-        return (c == 0xD8) | (c == 0xD9) | (c[3:8] == 0b11010) | (c == 0x01)
+        return ((c == Marker.SOI) | (c == Marker.EOI) | (c[3:8] == Marker.RST0 >> 3)
+                | (c == Marker.TEM))
 
     def header_marker(self, c, is_last):
         m = self.m
@@ -86,11 +88,11 @@ class _Steps:
     def trailer_marker(self, c, is_last):
         """check_trailer: only EOI ends the file well; other segments are skipped."""
         m = self.m
-        with m.If(c == 0xD9):
+        with m.If(c == Marker.EOI):
             self.finish(S.OK)
-        with m.Elif(c == 0xDA):
+        with m.Elif(c == Marker.SOS):
             self.finish(S.UNSUPPORTED_MULTISCAN)
-        with m.Elif(c == 0xDC):
+        with m.Elif(c == Marker.DNL):
             self.finish(S.UNSUPPORTED_DNL)
         with m.Elif(self.no_length(c)):
             self.finish(S.UNEXPECTED_MARKER)
@@ -218,11 +220,11 @@ class MarkerParser(wiring.Component):
     def _marker_kind(m, marker):
         """Decode the segment's marker once: every state asks which kind of segment it is."""
         kind = SimpleNamespace()
-        kind.dqt = marker == 0xDB
-        kind.dht = marker == 0xC4
-        kind.sof = (marker[4:8] == 0xC) & ~kind.dht & (marker != 0xCC)
-        kind.sos = marker == 0xDA
-        kind.dri = marker == 0xDD
+        kind.dqt = marker == Marker.DQT
+        kind.dht = marker == Marker.DHT
+        kind.sof = (marker[4:8] == Marker.SOF0 >> 4) & ~kind.dht & (marker != Marker.DAC)
+        kind.sos = marker == Marker.SOS
+        kind.dri = marker == Marker.DRI
         kind.sof_kind = sof_kind = Signal(8)
         with m.Switch(marker):
             for sof, status in _SOF_KIND.items():
@@ -259,7 +261,7 @@ class MarkerParser(wiring.Component):
         with m.State("SOI1"):
             m.d.comb += self.i.ready.eq(1)
             with m.If(take):
-                with m.If(byte == 0xD8):
+                with m.If(byte == Marker.SOI):
                     steps.goto("MARK", last)
                 with m.Else():
                     steps.finish(S.NO_SOI)
@@ -306,14 +308,14 @@ class MarkerParser(wiring.Component):
                     with m.If(kind.dqt | kind.dht):
                         with m.If(length == 2):
                             flag(S.BAD_TABLE)
-                    with m.Elif(marker == 0xCC):
+                    with m.Elif(marker == Marker.DAC):
                         flag(S.UNSUPPORTED_ARITHMETIC)
-                    with m.Elif((marker == 0xDE) | (marker == 0xDF)):
+                    with m.Elif((marker == Marker.DHP) | (marker == Marker.EXP)):
                         flag(S.UNSUPPORTED_HIERARCHICAL)
                     with m.Elif(kind.dri):
                         with m.If(length != 4):
                             flag(S.BAD_MARKER_LENGTH)
-                    with m.Elif(marker == 0xDC):
+                    with m.Elif(marker == Marker.DNL):
                         flag(S.UNSUPPORTED_DNL)
                     with m.Elif(kind.sof):
                         with m.If(f.frame_seen):
@@ -384,9 +386,9 @@ class MarkerParser(wiring.Component):
             with m.Elif(kind.sos):
                 self._accept_scan(m, steps, f, seg, fr)
             with m.Else():
-                with m.If((seg.marker == 0xE0) & (seg.blen >= 14) & seg.app_match):
+                with m.If((seg.marker == Marker.APP0) & (seg.blen >= 14) & seg.app_match):
                     m.d.sync += f.jfif.eq(1)
-                with m.If((seg.marker == 0xEE) & (seg.blen >= 12) & seg.app_match):
+                with m.If((seg.marker == Marker.APP14) & (seg.blen >= 12) & seg.app_match):
                     m.d.sync += [f.adobe.eq(1), f.adobe_t.eq(seg.app_t)]
                 steps.goto("MARK", seg.seg_last)
 
@@ -462,7 +464,7 @@ class MarkerParser(wiring.Component):
                 m.d.sync += f.restart[8:16].eq(byte)
             with m.Else():
                 m.d.sync += f.restart[0:8].eq(byte)
-        with m.Elif((seg.marker == 0xE0) | (seg.marker == 0xEE)):
+        with m.Elif((seg.marker == Marker.APP0) | (seg.marker == Marker.APP14)):
             self._parse_app(m, seg)
 
     @staticmethod
@@ -599,7 +601,7 @@ class MarkerParser(wiring.Component):
         byte, bpos, marker = self.i.payload.byte, seg.bpos, seg.marker
         for k in range(5):
             with m.If(bpos == k):
-                want = Mux(marker == 0xE0, b"JFIF\0"[k], b"Adobe"[k])
+                want = Mux(marker == Marker.APP0, b"JFIF\0"[k], b"Adobe"[k])
                 with m.If(byte != want):
                     m.d.sync += seg.app_match.eq(0)
         with m.If(bpos == 11):

@@ -1,4 +1,5 @@
-"""Status codes of the JPEG decoder, shared by the gateware, the golden model and the host.
+"""Status codes of the JPEG decoder, shared by the gateware, the golden model and the host,
+and the error that carries one with the byte offset where it was found.
 
 One byte per image.  0 is success; 0x1x are valid files the decoder does not handle (the host
 sends them to the CPU fallback); 0x2x are malformed files; 0x3x are requests the core
@@ -8,7 +9,7 @@ logs depend on the values.
 
 from enum import IntEnum
 
-__all__ = ["JpegStatus", "FRAME_TYPE_STATUS"]
+__all__ = ["JpegStatus", "JpegDecodeError"]
 
 
 class JpegStatus(IntEnum):
@@ -66,13 +67,12 @@ class JpegStatus(IntEnum):
         return self >= 0x30
 
 
-#: The status of every frame marker FF C0..FF CF other than DHT (C4) and DAC (CC) that is not
-#: baseline/extended sequential (SOF0, SOF1): what libjpeg refuses, as the hardware names it.
-FRAME_TYPE_STATUS = {
-    0xC2: JpegStatus.UNSUPPORTED_PROGRESSIVE, 0xC3: JpegStatus.UNSUPPORTED_LOSSLESS,
-    0xC5: JpegStatus.UNSUPPORTED_HIERARCHICAL, 0xC6: JpegStatus.UNSUPPORTED_HIERARCHICAL,
-    0xC7: JpegStatus.UNSUPPORTED_HIERARCHICAL, 0xC8: JpegStatus.UNSUPPORTED_EXTENSION,
-    0xC9: JpegStatus.UNSUPPORTED_ARITHMETIC, 0xCA: JpegStatus.UNSUPPORTED_ARITHMETIC,
-    0xCB: JpegStatus.UNSUPPORTED_ARITHMETIC, 0xCD: JpegStatus.UNSUPPORTED_ARITHMETIC,
-    0xCE: JpegStatus.UNSUPPORTED_ARITHMETIC, 0xCF: JpegStatus.UNSUPPORTED_ARITHMETIC,
-}
+
+class JpegDecodeError(Exception):
+    """Why a file is not decoded: a status code, the byte offset, and a sentence."""
+
+    def __init__(self, status, offset, detail):
+        self.status = JpegStatus(status)
+        self.offset = offset
+        self.detail = detail
+        super().__init__(f"{self.status.name} at byte {offset}: {detail}")

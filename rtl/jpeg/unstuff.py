@@ -12,6 +12,8 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
+from .syntax import Marker
+
 __all__ = ["TokenKind", "TokenLayout", "ByteLayout", "Unstuffer"]
 
 
@@ -54,6 +56,7 @@ class Unstuffer(wiring.Component):
                 m.d.sync += self.stopped.eq(1)
 
         byte, last = self.i.payload.byte, self.i.payload.last
+        is_rst = (byte >= Marker.RST0) & (byte <= Marker.RST7)
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += ff_seen.eq(0)
             with m.If(~ff_seen & (byte != 0xFF)):
@@ -65,12 +68,12 @@ class Unstuffer(wiring.Component):
                     emit(TokenKind.EOF, 0)
                 with m.Else():
                     m.d.sync += ff_seen.eq(1)
-            with m.Elif((byte >= 0xD0) & (byte <= 0xD7)):
+            with m.Elif(is_rst):
                 emit(TokenKind.RESTART, byte[:3])
             with m.Else():
                 emit(TokenKind.END, byte)
             # The packet ends on a data byte or a restart: the scan is cut short.
-            ended = ff_seen & (byte != 0x00) & (byte != 0xFF) & ~((byte >= 0xD0) & (byte <= 0xD7))
+            ended = ff_seen & (byte != 0x00) & (byte != 0xFF) & ~is_rst
             with m.If(last & ~ended & ~(byte == 0xFF)):
                 m.d.sync += eof_pending.eq(1)
         with m.Elif(eof_pending & free):

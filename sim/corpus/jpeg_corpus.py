@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from dlforge.rtl.jpeg.syntax import Marker, is_rst, segment_bytes
 from dlforge.sim.corpus.jpeg_making import (SOF_COMP, SOF_P, SOF_X, SOF_Y, have_jpeglib,
                                             jpeglib_encode, merge_tables, patch, pillow_encode,
                                             remove_markers, scan_span, segment_at, sof_field)
@@ -188,36 +189,37 @@ def baseline_corpus(size="quick"):
     # Header layouts that libjpeg does not write, by moving segments of real files.
     name, img = photo_source(500, grey=False)
     base = pillow_encode(crop(img, 40, 24, 500), "4:2:0", quality=85)
-    b.add(f"edit-dqt-one-segment-{name}", merge_tables(base, 0xDB), encoder="pillow",
+    b.add(f"edit-dqt-one-segment-{name}", merge_tables(base, Marker.DQT), encoder="pillow",
           source=f"{name} crop 40x24", quality=85,
           edit="the two DQT segments merged into one segment (T.81 B.2.4.1 allows n tables)")
-    b.add(f"edit-dht-one-segment-{name}", merge_tables(base, 0xC4), encoder="pillow",
+    b.add(f"edit-dht-one-segment-{name}", merge_tables(base, Marker.DHT), encoder="pillow",
           source=f"{name} crop 40x24", quality=85,
           edit="the four DHT segments merged into one segment (T.81 B.2.4.2)")
     mixed = pillow_encode(crop(img, 40, 24, 501), "4:4:4", qtables=_sixteen_bit_tables(1, 60),
                     optimize=True)
     b.add(f"edit-dqt-dht-one-segment-8and16bit-{name}",
-          merge_tables(merge_tables(mixed, 0xDB), 0xC4), encoder="pillow",
+          merge_tables(merge_tables(mixed, Marker.DQT), Marker.DHT), encoder="pillow",
           source=f"{name} crop 40x24", quality=None,
           edit="SOF1 file: its 8-bit and 16-bit DQT tables in one segment, its four "
                "optimised DHT tables in one segment")
     segs = list(segments(base))
     fill = base
     for m, o, _ in reversed(segs):                 # 0xFF fill bytes before some markers
-        if m in (0xC0, 0xC4, 0xDA, 0xD9):
-            fill = fill[:o] + b"\xff" * (3 if m == 0xD9 else 1) + fill[o:]
+        if m in (Marker.SOF0, Marker.DHT, Marker.SOS, Marker.EOI):
+            fill = fill[:o] + b"\xff" * (3 if m == Marker.EOI else 1) + fill[o:]
     b.add(f"edit-fill-bytes-{name}", fill, encoder="pillow", source=f"{name} crop 40x24",
           quality=85, edit="0xFF fill bytes before SOF0, each DHT, SOS and (three) before EOI "
                            "(T.81 B.1.1.2)")
-    b.add(f"edit-sof1-8bit-tables-{name}", patch(base, segment_at(base, 0xC0)[0], b"\xff\xc1"),
+    sof0 = segment_at(base, Marker.SOF0)[0]
+    b.add(f"edit-sof1-8bit-tables-{name}", patch(base, sof0, Marker.SOF1.bytes),
           encoder="pillow", source=f"{name} crop 40x24", quality=85,
           edit="SOF0 relabelled SOF1: extended sequential with 8-bit tables")
     order = base
-    for marker in (0xDB, 0xC4):
+    for marker in (Marker.DQT, Marker.DHT):
         keep = b"".join(order[o:o + 2 + n] for m, o, n in segments(order) if m == marker)
         order = remove_markers(order, {marker})
-        sof = segment_at(order, 0xC0)
-        at = sof[0] + 2 + sof[1] if marker == 0xDB else sof[0]
+        sof = segment_at(order, Marker.SOF0)
+        at = sof[0] + 2 + sof[1] if marker == Marker.DQT else sof[0]
         order = order[:at] + keep + order[at:]
     b.add(f"edit-tables-order-{name}", order, encoder="pillow", source=f"{name} crop 40x24",
           quality=85, edit="DHT segments moved before SOF, DQT segments after it")
@@ -386,13 +388,13 @@ def unsupported_corpus():
               reason="multiscan", encoder="jpeglib 9f", source=src)
         # Two components: drop Cr from the frame and its scan from the 3-scan file.
         segs = list(segments(multi))
-        third = [o for m, o, _ in segs if m == 0xDA][2]
+        third = [o for m, o, _ in segs if m == Marker.SOS][2]
         eoi = segs[-1][1]
         two = multi[:third] + multi[eoi:]
-        sof_off, sof_len = segment_at(two, 0xC0)
+        sof_off, sof_len = segment_at(two, Marker.SOF0)
         two = (two[:sof_off + 2] + struct.pack(">H", sof_len - 3) + two[sof_off + 4:sof_off + 9]
                + b"\x02" + two[sof_off + 10:sof_off + 16] + two[sof_off + 19:])
-        two = remove_markers(two, {0xE0})
+        two = remove_markers(two, {Marker.APP0})
         b.add(f"two-components-edit-{name}", two, reason="two_components",
               encoder="jpeglib turbo210", source=src,
               edit="3-scan non-interleaved file with Cr's frame entry, its scan and the "
@@ -402,7 +404,7 @@ def unsupported_corpus():
     base = pillow_encode(px, "4:2:0", quality=85)
     h = describe(base)["height"]
     _, end = scan_span(base)
-    dnl = base[:end] + b"\xff\xdc\x00\x04" + struct.pack(">H", h) + base[end:]
+    dnl = base[:end] + segment_bytes(Marker.DNL, struct.pack(">H", h)) + base[end:]
     b.add(f"dnl-edit-{name}", sof_field(dnl, SOF_Y, 0), reason="dnl", encoder="pillow",
           source=src, edit=f"SOF height 0 and a DNL segment (NL={h}) after the scan data")
     return b.files
@@ -432,10 +434,11 @@ def malformed_corpus():
 
     # Truncations.
     add("after-soi", base[:2], "truncated", "only the SOI marker")
-    add("mid-dqt", base[:off[0xDB][0] + 20], "truncated", "cut 20 bytes into the first DQT")
-    add("mid-sof", base[:off[0xC0][0] + 8], "truncated", "cut 8 bytes into SOF0 (mid-header)")
-    add("mid-dht", base[:off[0xC4][1] + 40], "truncated", "cut 40 bytes into the second DHT")
-    add("before-sos", base[:off[0xDA][0]], "truncated", "cut right before SOS")
+    add("mid-dqt", base[:off[Marker.DQT][0] + 20], "truncated", "cut 20 bytes into the first DQT")
+    add("mid-sof", base[:off[Marker.SOF0][0] + 8], "truncated",
+        "cut 8 bytes into SOF0 (mid-header)")
+    add("mid-dht", base[:off[Marker.DHT][1] + 40], "truncated", "cut 40 bytes into the second DHT")
+    add("before-sos", base[:off[Marker.SOS][0]], "truncated", "cut right before SOS")
     add("mid-scan", base[:(s0 + s1) // 2], "truncated", "cut halfway through the scan data")
     add("missing-eoi", base[:-2], "truncated", "EOI removed, scan data complete")
 
@@ -451,54 +454,55 @@ def malformed_corpus():
     early = s0 + (s1 - s0) // 4
     while base[early - 1] == 0xFF:
         early += 1
-    add("early-eoi", base[:early] + b"\xff\xd9" + base[early:], "corrupt_scan",
+    add("early-eoi", base[:early] + Marker.EOI.bytes + base[early:], "corrupt_scan",
         "0xFFD9 inserted a quarter into the scan data")
-    add("unexpected-rst", base[:early] + b"\xff\xd0" + base[early:], "corrupt_scan",
+    add("unexpected-rst", base[:early] + Marker.RST0.bytes + base[early:], "corrupt_scan",
         "0xFFD0 inserted a quarter into the scan of a file without DRI")
-    rsegs = [o for m, o, _ in segments(rst) if 0xD0 <= m <= 0xD7]
-    add("restart-out-of-order", patch(rst, rsegs[1] + 1, [0xD5]), "corrupt_scan",
+    rsegs = [o for m, o, _ in segments(rst) if is_rst(m)]
+    add("restart-out-of-order", patch(rst, rsegs[1] + 1, [Marker.RST5]), "corrupt_scan",
         "second RST marker RST1 changed to RST5", "pillow 4:2:0 q85 restart every 2 MCUs")
     add("restart-missing", rst[:rsegs[1]] + rst[rsegs[1] + 2:], "corrupt_scan",
         "second RST marker removed", "pillow 4:2:0 q85 restart every 2 MCUs")
 
     # Marker lengths.
-    app0 = off[0xE0][0]
-    add("length-0", patch(base, off[0xDB][0] + 2, b"\x00\x00"), "bad_length",
+    app0 = off[Marker.APP0][0]
+    add("length-0", patch(base, off[Marker.DQT][0] + 2, b"\x00\x00"), "bad_length",
         "first DQT length field 0")
     add("length-1", patch(base, app0 + 2, b"\x00\x01"), "bad_length", "APP0 length field 1")
     add("length-past-end", patch(base, app0 + 2, b"\xff\xff"), "bad_length",
         "APP0 length field 65535, past the end of the file")
-    add("dqt-short", patch(base, off[0xDB][0] + 2, b"\x00\x42"), "bad_length",
+    add("dqt-short", patch(base, off[Marker.DQT][0] + 2, b"\x00\x42"), "bad_length",
         "first DQT length 66 instead of 67: the table overruns its segment")
-    sof_len = off[0xC0][0] + 2
+    sof_len = off[Marker.SOF0][0] + 2
     add("sof-long", patch(base, sof_len, b"\x00\x14"), "bad_length",
         "SOF0 length 20 instead of 17 for 3 components")
 
     # Tables.
-    add("missing-dht", remove_markers(base, {0xC4}), "missing_dht",
+    add("missing-dht", remove_markers(base, {Marker.DHT}), "missing_dht",
         "all DHT segments removed (the data used the Annex K tables)")
-    add("missing-dht-optimised", remove_markers(opt, {0xC4}), "missing_dht",
+    add("missing-dht-optimised", remove_markers(opt, {Marker.DHT}), "missing_dht",
         "all DHT segments removed from a file with optimised tables",
         f"{bname} optimize=True")
-    add("missing-dqt", remove_markers(base, {0xDB}), "missing_dqt", "all DQT segments removed")
+    add("missing-dqt", remove_markers(base, {Marker.DQT}), "missing_dqt",
+        "all DQT segments removed")
     add("abbreviated", pillow_encode(px, "4:2:0", quality=85, streamtype=2), "missing_tables",
         "Pillow streamtype=2: an abbreviated image without any DQT or DHT", "encoder output")
     swapped = base
-    for o in off[0xC4]:                            # Tc/Th 0x00<->0x01, 0x10<->0x11
+    for o in off[Marker.DHT]:                            # Tc/Th 0x00<->0x01, 0x10<->0x11
         swapped = patch(swapped, o + 4, [swapped[o + 4] ^ 0x01])
     add("huffman-swapped", swapped, "huffman_mismatch",
         "luminance and chrominance DHT table ids exchanged: codes do not match the data")
     add("huffman-swapped-optimised", _swap_ac(opt), "huffman_mismatch",
         "optimised file whose two AC tables exchanged ids", f"{bname} optimize=True")
-    bad = patch(base, off[0xC4][0] + 5, bytes([3, 1, 3, 1, 1, 1, 1, 1, 0]))
+    bad = patch(base, off[Marker.DHT][0] + 5, bytes([3, 1, 3, 1, 1, 1, 1, 1, 0]))
     add("oversubscribed", bad, "bad_huffman_table",
         "luma DC table counts 3,1,3,1,1,1,1,1: three 1-bit codes do not fit")
-    sos = off[0xDA][0]
+    sos = off[Marker.SOS][0]
     add("undefined-huffman", patch(base, sos + 6, b"\x33"), "undefined_table",
         "SOS gives Y DC/AC tables 3/3, never defined")
-    add("undefined-quant", patch(base, off[0xC0][0] + SOF_COMP + 2, b"\x03"),
+    add("undefined-quant", patch(base, off[Marker.SOF0][0] + SOF_COMP + 2, b"\x03"),
         "undefined_table", "SOF0 gives Y quant table 3, never defined")
-    add("zero-quant-value", patch(base, off[0xDB][0] + 5 + 10, b"\x00"), "bad_quant_table",
+    add("zero-quant-value", patch(base, off[Marker.DQT][0] + 5 + 10, b"\x00"), "bad_quant_table",
         "a luma quant value (zigzag 10) set to 0; T.81 requires 1..255")
 
     # Frame header.
@@ -507,11 +511,12 @@ def malformed_corpus():
     add("65535x65535", sof_field(sof_field(base, SOF_X, 65535), SOF_Y, 65535), "oversize",
         "SOF0 X = Y = 65535 on a 64x48 file")
     add("precision9", sof_field(base, SOF_P, 9, ">B"), "bad_frame", "SOF0 P = 9")
-    add("sampling-0", patch(base, off[0xC0][0] + SOF_COMP + 1, b"\x02"), "bad_frame",
+    add("sampling-0", patch(base, off[Marker.SOF0][0] + SOF_COMP + 1, b"\x02"), "bad_frame",
         "Y sampling factors h=0, v=2")
-    add("sampling-5", patch(base, off[0xC0][0] + SOF_COMP + 1, b"\x52"), "bad_frame",
+    add("sampling-5", patch(base, off[Marker.SOF0][0] + SOF_COMP + 1, b"\x52"), "bad_frame",
         "Y sampling factors h=5, v=2 (1..4 allowed)")
-    add("duplicate-sof", base[:sos] + base[off[0xC0][0]:off[0xC0][0] + 19] + base[sos:],
+    sof = off[Marker.SOF0][0]
+    add("duplicate-sof", base[:sos] + base[sof:sof + 19] + base[sos:],
         "bad_frame", "a second copy of SOF0 right before SOS")
     add("sos-unknown-component", patch(base, sos + 5, b"\x09"), "bad_scan",
         "SOS names component 9 (not in the frame) instead of 1")
@@ -524,7 +529,7 @@ def malformed_corpus():
     rng = np.random.default_rng(20240611)
     add("random", rng.integers(0, 256, 512, dtype=np.uint8).tobytes(), "garbage",
         "512 seeded random bytes (numpy default_rng(20240611))")
-    add("soi-then-random", b"\xff\xd8" + rng.integers(0, 256, 512, dtype=np.uint8).tobytes(),
+    add("soi-then-random", Marker.SOI.bytes + rng.integers(0, 256, 512, dtype=np.uint8).tobytes(),
         "garbage", "SOI followed by 512 seeded random bytes")
     return b.files
 
@@ -532,7 +537,7 @@ def malformed_corpus():
 def _swap_ac(data):
     """Exchange the ids of the two AC Huffman tables (Tc/Th 0x10 <-> 0x11)."""
     for m, o, _ in segments(data):
-        if m == 0xC4 and data[o + 4] in (0x10, 0x11):
+        if m == Marker.DHT and data[o + 4] in (0x10, 0x11):
             data = patch(data, o + 4, [data[o + 4] ^ 0x01])
     return data
 

@@ -7,6 +7,7 @@ so marker lengths, table contents and frame fields are hit too.
 
 import numpy as np
 
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.corpus.jpeg_corpus import CorpusFile, baseline_corpus
 
 __all__ = ["fuzz_corpus", "MUTATIONS"]
@@ -15,7 +16,7 @@ MUTATIONS = ("truncate", "flip", "splice")
 
 
 def _scan_start(data):
-    k = data.find(b"\xff\xda")
+    k = data.find(Marker.SOS.bytes)
     return k + 2 if k >= 0 else 2
 
 

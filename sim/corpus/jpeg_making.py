@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from dlforge.sim.corpus.jpeg_markers import SOF_MARKERS, segment_payload, segments
+from dlforge.rtl.jpeg.syntax import Marker, is_rst, is_sof, segment_bytes
+from dlforge.sim.corpus.jpeg_markers import segment_payload, segments
 from dlforge.sim.corpus.photos import to_grey
 
 __all__ = ["pillow_encode", "jpeglib_encode", "have_jpeglib", "segment_at", "scan_span", "patch",
@@ -115,10 +116,10 @@ def segment_at(data, marker, nth=0):
 def scan_span(data, nth=0):
     """(start, end) of the nth scan's entropy-coded data (RST markers inside it included)."""
     segs = list(segments(data))
-    sos = [i for i, s in enumerate(segs) if s[0] == 0xDA][nth]
+    sos = [i for i, s in enumerate(segs) if s[0] == Marker.SOS][nth]
     start = segs[sos][1] + 2 + segs[sos][2]
     for m, o, _ in segs[sos + 1:]:
-        if not 0xD0 <= m <= 0xD7:
+        if not is_rst(m):
             return start, o
     raise AssertionError("unreachable: segments() ends at EOI")
 
@@ -138,9 +139,9 @@ def remove_markers(data, markers):
 
 def merge_tables(data, marker):
     """All header segments of one kind (DQT or DHT) as a single segment where the first was."""
-    segs = [(o, n) for m, o, n in segments(data) if m == marker and o < segment_at(data, 0xDA)[0]]
-    payload = b"".join(segment_payload(data, o, n) for o, n in segs)
-    merged = bytes([0xFF, marker]) + struct.pack(">H", 2 + len(payload)) + payload
+    first_scan = segment_at(data, Marker.SOS)[0]
+    segs = [(o, n) for m, o, n in segments(data) if m == marker and o < first_scan]
+    merged = segment_bytes(marker, b"".join(segment_payload(data, o, n) for o, n in segs))
     out, last = [], 0
     for i, (o, n) in enumerate(segs):
         out += [data[last:o], merged if i == 0 else b""]
@@ -150,7 +151,7 @@ def merge_tables(data, marker):
 
 def sof_field(data, rel, value, fmt=">H"):
     """Overwrite a field of the SOF segment at ``rel`` bytes after its marker."""
-    off = next(o for m, o, _ in segments(data) if m in SOF_MARKERS)
+    off = next(o for m, o, _ in segments(data) if is_sof(m))
     return patch(data, off + rel, struct.pack(fmt, value))
 
 

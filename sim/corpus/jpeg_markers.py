@@ -1,6 +1,11 @@
 """An independent JPEG marker walker: what a file's bytes say (segments, tables, layout), read
 without the golden model's parser, so that tests can check corpus files, and the model, against
-it and against Pillow's reading of the same file."""
+it and against Pillow's reading of the same file.
+
+Independent on purpose: it spells out its own marker codes and its own walk instead of using
+:mod:`dlforge.rtl.jpeg.syntax` (the ``Marker`` codes and ``walk_segments`` that the gateware,
+the golden model and the host share), so that a mistake there shows up as a disagreement here
+rather than twice.  Keep it that way: do not make this module import that one."""
 
 import struct
 

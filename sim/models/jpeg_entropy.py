@@ -8,9 +8,8 @@ reset at each, and the scan must end on a marker.
 import numpy as np
 
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
-from dlforge.rtl.jpeg.status import JpegStatus as S
-
-from dlforge.sim.models.jpeg_parse import JpegDecodeError
+from dlforge.rtl.jpeg.status import JpegDecodeError, JpegStatus as S
+from dlforge.rtl.jpeg.syntax import Marker, is_rst
 
 __all__ = ["lookup_table", "decode_scan", "split_entropy_segments", "blocks_in_scan_order"]
 
@@ -54,8 +53,8 @@ def split_entropy_segments(data, start):
         if code == 0x00:                      # FF 00 (after any fill): a data byte FF
             current.append(0xFF)
             pos = q + 1
-        elif 0xD0 <= code <= 0xD7:
-            segments.append((bytes(current), seg_start, ("rst", code - 0xD0)))
+        elif is_rst(code):
+            segments.append((bytes(current), seg_start, ("rst", code - Marker.RST0)))
             current = bytearray()
             pos = seg_start = q + 1
         else:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.rtl.jpeg.syntax import Marker, walk_segments
 
 from dlforge.sim.models.idct_model import idct_islow
 from dlforge.sim.models.idct_reduced_model import idct_reduced
@@ -70,37 +71,23 @@ def decode_coefficients(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MA
 
 
 def check_trailer(data, pos):
-    """After the one scan only EOI may follow (tables or APPn before it are harmless)."""
-    while True:
-        if pos >= len(data):
-            raise JpegDecodeError(S.TRUNCATED, pos, "the data ends without an EOI marker")
-        if data[pos] != 0xFF:
-            raise JpegDecodeError(S.UNEXPECTED_MARKER, pos, "bytes after the scan that are not "
-                                                            "a marker")
-        while pos < len(data) and data[pos] == 0xFF:
-            pos += 1
-        if pos >= len(data):
-            raise JpegDecodeError(S.TRUNCATED, pos, "the data ends inside a marker")
-        marker = data[pos]
-        if marker == 0xD9:
-            return pos + 1
-        if marker == 0xDA:
-            raise JpegDecodeError(S.UNSUPPORTED_MULTISCAN, pos - 1, "a second scan")
-        if marker == 0xDC:
-            raise JpegDecodeError(S.UNSUPPORTED_DNL, pos - 1, "DNL marker after the scan")
-        if 0xD0 <= marker <= 0xD7 or marker in (0xD8, 0x01):
-            raise JpegDecodeError(S.UNEXPECTED_MARKER, pos - 1, f"marker FF {marker:02X} after "
-                                                                "the scan")
-        if pos + 3 > len(data):
-            raise JpegDecodeError(S.TRUNCATED, pos, "the data ends inside a segment")
-        length = int.from_bytes(data[pos + 1:pos + 3], "big")
-        if length < 2:
-            raise JpegDecodeError(S.BAD_MARKER_LENGTH, pos + 1, f"segment length {length}")
-        if pos + 1 + length > len(data):
-            # As before the scan: a file cut inside a segment.
-            raise JpegDecodeError(S.TRUNCATED, pos + 1, f"segment of length {length} runs "
-                                                        "past the end of the data")
-        pos += 1 + length
+    """After the one scan only EOI may follow (tables or APPn before it are harmless); the
+    offset just past EOI."""
+    for marker, offset, length in walk_segments(data, pos, _TRAILER_ENDS):
+        if marker == Marker.EOI:
+            return offset + 2
+        if marker == Marker.SOS:
+            raise JpegDecodeError(S.UNSUPPORTED_MULTISCAN, offset, "a second scan")
+        if marker == Marker.DNL:
+            raise JpegDecodeError(S.UNSUPPORTED_DNL, offset, "DNL marker after the scan")
+        if not length:
+            raise JpegDecodeError(S.UNEXPECTED_MARKER, offset, f"marker FF {marker:02X} after "
+                                                               "the scan")
+        # Any other segment is skipped.
+
+
+#: The markers that end the walk after the scan, judged before any length is read.
+_TRAILER_ENDS = frozenset({Marker.EOI, Marker.SOS, Marker.DNL})
 
 
 def decode(data, upsampling="fancy", max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,

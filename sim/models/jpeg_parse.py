@@ -11,23 +11,13 @@ import numpy as np
 
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
 from dlforge.rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
-from dlforge.rtl.jpeg.status import FRAME_TYPE_STATUS, JpegStatus as S
+from dlforge.rtl.jpeg.status import JpegDecodeError, JpegStatus as S
+from dlforge.rtl.jpeg.syntax import (FRAME_TYPE_STATUS, LUMA_LAYOUTS, Marker, is_sof,
+                                     segment_body, walk_segments)
 
+# JpegDecodeError is defined with the statuses; parse_headers raises it, so it is exported here.
 __all__ = ["JpegDecodeError", "Component", "HuffmanTable", "Headers", "parse_headers",
            "DEFAULT_MAX_WIDTH", "DEFAULT_MAX_HEIGHT"]
-
-_SOF_KIND = {0xC0: None, 0xC1: None, **FRAME_TYPE_STATUS}
-_LUMA_FACTORS = {(1, 1), (2, 1), (1, 2), (2, 2)}
-
-
-class JpegDecodeError(Exception):
-    """Why a file is not decoded: a status code, the byte offset, and a sentence."""
-
-    def __init__(self, status, offset, detail):
-        self.status = S(status)
-        self.offset = offset
-        self.detail = detail
-        super().__init__(f"{self.status.name} at byte {offset}: {detail}")
 
 
 @dataclass
@@ -93,8 +83,7 @@ class Headers:
         if len(self.components) == 1:
             return "gray"
         first = self.components[0]
-        return {(1, 1): "444", (2, 1): "422", (1, 2): "440", (2, 2): "420"}.get(
-            (first.h, first.v), "-")
+        return LUMA_LAYOUTS.get((first.h, first.v), "-")
 
     @property
     def mcu_grid(self):
@@ -111,93 +100,67 @@ def _fail(status, offset, detail):
 def parse_headers(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT):
     """Parse up to the first scan; return :class:`Headers` or raise :class:`JpegDecodeError`."""
     data = bytes(data)
-    if len(data) < 2 or data[0] != 0xFF or data[1] != 0xD8:
-        _fail(S.NO_SOI, 0, "the file does not start with an SOI marker (FF D8)")
-    pos = 2
     quant, dc_tables, ac_tables = {}, {}, {}
     frame = None
     restart_interval = 0
     jfif = adobe = False
     adobe_transform = None
     segments = []
-    while True:
-        # Markers may be preceded by any number of FF fill bytes.
-        if pos >= len(data):
-            _fail(S.TRUNCATED, pos, "the data ends before the scan")
-        if data[pos] != 0xFF:
-            _fail(S.UNEXPECTED_MARKER, pos, f"expected a marker, found byte {data[pos]:#04x}")
-        while pos < len(data) and data[pos] == 0xFF:
-            pos += 1
-        if pos >= len(data):
-            _fail(S.TRUNCATED, pos, "the data ends inside a marker")
-        marker = data[pos]
-        start = pos - 1
-        pos += 1
-        if marker in (0xD8, 0xD9) or 0xD0 <= marker <= 0xD7 or marker == 0x01:
+    # The walk checks the segment structure (SOI, fill bytes, lengths) and ends with SOS.
+    for marker, start, length in walk_segments(data):
+        if not length:
             _fail(S.UNEXPECTED_MARKER, start, f"marker FF {marker:02X} before the scan")
-        if pos + 2 > len(data):
-            _fail(S.TRUNCATED, pos, f"the length of segment FF {marker:02X} is missing")
-        length = int.from_bytes(data[pos:pos + 2], "big")
-        if length < 2:
-            _fail(S.BAD_MARKER_LENGTH, pos, f"segment FF {marker:02X} has length {length}")
-        if pos + length > len(data):
-            # Indistinguishable from a file cut inside the segment, the common case.
-            _fail(S.TRUNCATED, pos,
-                  f"segment FF {marker:02X} of length {length} runs past the end of the data")
-        body = data[pos + 2:pos + length]
+        body = segment_body(data, start, length)
         segments.append((marker, start, length))
-        end = pos + length
-
-        if marker == 0xDB:
-            _parse_dqt(body, pos + 2, quant)
-        elif marker == 0xC4:
-            _parse_dht(body, pos + 2, dc_tables, ac_tables)
-        elif marker == 0xCC:
+        if marker == Marker.DQT:
+            _parse_dqt(body, start + 4, quant)
+        elif marker == Marker.DHT:
+            _parse_dht(body, start + 4, dc_tables, ac_tables)
+        elif marker == Marker.DAC:
             _fail(S.UNSUPPORTED_ARITHMETIC, start, "DAC segment: arithmetic coding")
-        elif marker in (0xDE, 0xDF):
+        elif marker in (Marker.DHP, Marker.EXP):
             _fail(S.UNSUPPORTED_HIERARCHICAL, start, "hierarchical-mode marker")
-        elif marker == 0xDD:
+        elif marker == Marker.DRI:
             if len(body) != 2:
-                _fail(S.BAD_MARKER_LENGTH, pos, f"DRI segment of length {length}")
+                _fail(S.BAD_MARKER_LENGTH, start + 2, f"DRI segment of length {length}")
             restart_interval = int.from_bytes(body, "big")
-        elif marker == 0xDC:
+        elif marker == Marker.DNL:
             _fail(S.UNSUPPORTED_DNL, start, "DNL marker")
-        elif 0xC0 <= marker <= 0xCF:
+        elif is_sof(marker) or marker == Marker.JPG:
             if frame is not None:
                 _fail(S.UNEXPECTED_MARKER, start, "a second frame header")
-            kind = _SOF_KIND.get(marker)
+            kind = FRAME_TYPE_STATUS.get(marker)
             if kind is not None:
-                _fail(kind, start, f"frame type SOF{marker - 0xC0}")
-            frame = _parse_sof(marker, body, pos + 2, max_width, max_height)
-        elif marker == 0xE0 and body[:5] == b"JFIF\0" and len(body) >= 14:
+                _fail(kind, start, f"frame type SOF{marker - Marker.SOF0}")
+            frame = _parse_sof(marker, body, start + 4, max_width, max_height)
+        elif marker == Marker.APP0 and body[:5] == b"JFIF\0" and len(body) >= 14:
             # libjpeg reads a JFIF marker only with its 14 bytes (jdmarker.c APP0_DATA_LEN).
             jfif = True
-        elif marker == 0xEE and body[:5] == b"Adobe" and len(body) >= 12:
+        elif marker == Marker.APP14 and body[:5] == b"Adobe" and len(body) >= 12:
             adobe, adobe_transform = True, body[11]
-        elif marker == 0xDA:
-            if frame is None:
-                _fail(S.UNEXPECTED_MARKER, start, "a scan before the frame header")
-            _parse_sos(body, pos + 2, frame)
-            width, height, sof, components = frame
-            for c in components:
-                if c.tq not in quant:
-                    _fail(S.MISSING_QUANT_TABLE, start, f"component {c.ident} uses undefined "
-                                                       f"quantisation table {c.tq}")
-                if c.td not in dc_tables or c.ta not in ac_tables:
-                    _fail(S.MISSING_HUFFMAN_TABLE, start, f"component {c.ident} uses undefined "
-                                                         f"Huffman tables DC{c.td}/AC{c.ta}")
-            for c in components:
-                # libjpeg builds the scan's DC tables before decoding and refuses symbols
-                # above 15 (jdhuff.c jpeg_make_d_derived_tbl).
-                if any(sym > 15 for sym in dc_tables[c.td].symbols):
-                    _fail(S.BAD_TABLE, start, f"DC table {c.td} has a symbol above 15")
-            colorspace = "gray" if len(components) == 1 else _colorspace(
-                components, jfif, adobe, adobe_transform, start)
-            return Headers(width, height, sof, components,
-                           {c.tq: quant[c.tq] for c in components}, dict(dc_tables),
-                           dict(ac_tables), restart_interval, end, colorspace, segments)
-        # APPn, COM and anything else with a length: skipped.
-        pos = end
+        # APPn, COM, SOS (below) and anything else with a length: nothing to read here.
+    # SOS, the walk's last segment.
+    if frame is None:
+        _fail(S.UNEXPECTED_MARKER, start, "a scan before the frame header")
+    _parse_sos(body, start + 4, frame)
+    width, height, sof, components = frame
+    for c in components:
+        if c.tq not in quant:
+            _fail(S.MISSING_QUANT_TABLE, start, f"component {c.ident} uses undefined "
+                                               f"quantisation table {c.tq}")
+        if c.td not in dc_tables or c.ta not in ac_tables:
+            _fail(S.MISSING_HUFFMAN_TABLE, start, f"component {c.ident} uses undefined "
+                                                 f"Huffman tables DC{c.td}/AC{c.ta}")
+    for c in components:
+        # libjpeg builds the scan's DC tables before decoding and refuses symbols
+        # above 15 (jdhuff.c jpeg_make_d_derived_tbl).
+        if any(sym > 15 for sym in dc_tables[c.td].symbols):
+            _fail(S.BAD_TABLE, start, f"DC table {c.td} has a symbol above 15")
+    colorspace = "gray" if len(components) == 1 else _colorspace(
+        components, jfif, adobe, adobe_transform, start)
+    return Headers(width, height, sof, components, {c.tq: quant[c.tq] for c in components},
+                   dict(dc_tables), dict(ac_tables), restart_interval, start + 2 + length,
+                   colorspace, segments)
 
 
 def _colorspace(components, jfif, adobe, transform, offset):
@@ -289,7 +252,7 @@ def _parse_sof(marker, body, offset, max_width, max_height):
     if count == 1:
         components[0].h = components[0].v = 1     # a lone component's factors do not matter
     elif (any((c.h, c.v) != (1, 1) for c in components[1:])
-          or (components[0].h, components[0].v) not in _LUMA_FACTORS):
+          or (components[0].h, components[0].v) not in LUMA_LAYOUTS):
         _fail(S.UNSUPPORTED_SAMPLING, offset, "sampling "
               + ", ".join(f"{c.h}x{c.v}" for c in components))
     if width > max_width or height > max_height:

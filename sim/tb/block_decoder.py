@@ -19,6 +19,7 @@ from cocotb.utils import get_sim_time
 
 from dlforge.rtl.jpeg.huffman_decoder import DoneLayout
 from dlforge.rtl.jpeg.status import JpegStatus as S
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.tb.streams import send_beats, start
 from dlforge.sim.tb.entropy_stimulus import (dht_bodies, dqt_bodies, expected_samples, scan_beat,
@@ -72,7 +73,7 @@ async def corpus_files(dut):
         await FallingEdge(dut.clk)
         dut.o__ready.value = 0
         feeder.cancel()
-        assert status == (S.OK, 0xD9), (f.name, status)
+        assert status == (S.OK, Marker.EOI), (f.name, status)
         assert not dut.table_error.value, f.name
         assert (np.array(got) == want).all(), f.name
         rates.append(headers.width * headers.height / cycles)

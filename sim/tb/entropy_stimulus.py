@@ -9,6 +9,7 @@ import numpy as np
 
 from dlforge.rtl.jpeg.huffman_decoder import MAX_COMPONENTS, ScanLayout
 from dlforge.rtl.jpeg.idct_constants import ZIGZAG
+from dlforge.rtl.jpeg.syntax import Marker, segment_body
 
 from dlforge.sim.models.idct_model import idct_islow
 from dlforge.sim.models.idct_reduced_model import idct_reduced
@@ -21,14 +22,14 @@ __all__ = ["dht_bodies", "dqt_bodies", "scan_config", "scan_beat", "scan_bytes",
 
 def dht_bodies(data, headers):
     """The bodies (after the length) of the DHT segments before the scan."""
-    return [data[offset + 4:offset + 2 + length] for marker, offset, length in headers.segments
-            if marker == 0xC4]
+    return [segment_body(data, offset, length) for marker, offset, length in headers.segments
+            if marker == Marker.DHT]
 
 
 def dqt_bodies(data, headers):
     """The bodies of the DQT segments before the scan."""
-    return [data[offset + 4:offset + 2 + length] for marker, offset, length in headers.segments
-            if marker == 0xDB]
+    return [segment_body(data, offset, length) for marker, offset, length in headers.segments
+            if marker == Marker.DQT]
 
 
 def scan_config(headers):
