@@ -9,7 +9,7 @@ part               may import
 =================  ============================================================================
 ``rtl``            nothing else of the project
 ``boards``         ``rtl``
-``sim.models``     ``rtl``
+``sim.models``     ``rtl``; of ``host`` only the network program contract (:data:`CONTRACTS`)
 ``sim.corpus``     ``rtl``
 ``sim.tools``      nothing else of the project
 ``sim.board``      ``rtl``, ``sim.tools`` (it builds with Verilator)
@@ -20,11 +20,22 @@ part               may import
 =================  ============================================================================
 
 and no cycle of imports between files.
+
+One narrow exception, :data:`CONTRACTS`: a contract module that more than one part must read
+lives where its writers are, and the readers named for it may import that one module (not its
+part); in return it may import only the parts named for it.  There is one:
+``dlforge.host.conv.program``, the network program format (its layers and host operations,
+the input's quantisation and check), which the host's compiler and quantiser write and its
+runners run, and which the golden network model (``sim.models.network_model``) runs too.  It
+is written once, with the host that makes it, instead of in the golden model that the host
+had to import for it; it imports only ``rtl`` (and so do the packages above it, which run
+when it is imported), so the golden model still sees nothing of the host but that format, and
+``sim.models`` importing any other host module stays a break.
 """
 
 import ast
 
-__all__ = ["PARTS", "LAUNCHERS", "module_imports", "violations", "cycles"]
+__all__ = ["PARTS", "LAUNCHERS", "CONTRACTS", "module_imports", "violations", "cycles"]
 
 #: part -> the parts it may import besides itself (None: anything)
 PARTS = {
@@ -41,7 +52,11 @@ PARTS = {
 
 #: (importing module, imported module) pairs allowed beyond PARTS: the host starting the
 #: simulated board it then talks to over its own link
-LAUNCHERS = {("dlforge.host.device.board", "dlforge.sim.board.process")}
+LAUNCHERS = {("dlforge.host.device.accelerator", "dlforge.sim.board.process")}
+
+#: contract module -> (the parts that may import it beyond PARTS, the only parts it may
+#: import): the network program format, which the golden network model runs
+CONTRACTS = {"dlforge.host.conv.program": (("sim.models",), ("rtl",))}
 
 PACKAGE = "dlforge"
 
@@ -101,10 +116,20 @@ def part_of(module):
     return best
 
 
+def within(part, parts):
+    """Whether ``part`` (None: outside every part) is one of ``parts`` or inside one."""
+    return part is not None and any(part == p or part.startswith(p + ".") for p in parts)
+
+
 def allowed(importer, imported):
     if (importer, imported) in LAUNCHERS:
         return True
     mine, theirs = part_of(importer), part_of(imported)
+    for contract, (_, imports) in CONTRACTS.items():
+        if importer == contract or contract.startswith(importer + "."):
+            return within(theirs, imports)       # (its packages run when it is imported)
+    if imported in CONTRACTS and within(mine, CONTRACTS[imported][0]):
+        return True
     if mine is None or theirs is None or mine == theirs:
         return True
     rule = PARTS[mine]
@@ -112,7 +137,7 @@ def allowed(importer, imported):
         return True
     if mine == "sim.tb":
         return theirs != "gen"
-    return any(theirs == p or theirs.startswith(p + ".") for p in rule)
+    return within(theirs, rule)
 
 
 def graph(root):

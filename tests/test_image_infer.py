@@ -15,8 +15,10 @@ from dlforge.host.conv.digits import digit_label, top1, train_digits_cnn, write_
 from dlforge.host.conv.image_infer import (check_images, image_pixels, image_request,
                                            infer_images, input_table, jpeg_files,
                                            reference_images)
+from dlforge.host.conv.program import quantize_input
 from dlforge.host.conv.quantize import quantize
-from dlforge.sim.models.network_model import quantize_input, run_network
+from dlforge.rtl.jpeg.syntax import Marker
+from dlforge.sim.models.network_model import run_network
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,8 @@ def digits(tmp_path_factory):
     model, (x_train, _, x_test, y_test) = train_digits_cnn()
     program = quantize(compile_module(model, torch.as_tensor(x_train[:1])), x_train[:256])
     write_digit_jpegs(folder, x_test[:10], y_test[:10], size=16)
-    (folder / "0003-x.jpg").write_bytes(b"\xff\xd8\xff\xdb\x00\x43 not a JPEG")
+    broken = Marker.SOI.bytes + Marker.DQT.bytes + b"\x00\x43 not a JPEG"
+    (folder / "0003-x.jpg").write_bytes(broken)
     progressive = Image.open(folder / "0004-" f"{y_test[4]}.jpg")
     progressive.save(folder / "0005-p.jpg", progressive=True, quality=90)
     (folder / "notes.txt").write_text("not an image")

@@ -55,3 +55,31 @@ def test_the_real_tree_with_one_break_fails(tmp_path):
                       "    from dlforge.host.device.open import open_device\n")
     found = violations(tmp_path)
     assert len(found) == 1 and "sim/models/jpeg_model.py" in found[0], found
+
+
+def test_the_network_program_contract_is_the_one_narrow_exception(tmp_path):
+    """sim.models may import host/conv/program.py and no other host module (nor may another
+    sim part); program.py itself, and the packages above it, may import rtl only."""
+    root = _tree(tmp_path, {
+        "rtl/core.py": "X = 1\n",
+        "host/conv/program.py": "from dlforge.rtl.core import X\n",
+        "host/conv/plan.py": "from dlforge.host.conv.program import X\n",
+        "sim/models/network_model.py": "from dlforge.host.conv.program import X\n",
+        "sim/models/conv_model.py": "X = 2\n",
+        "sim/corpus/photos.py": "X = 3\n",
+    })
+    assert violations(root) == []
+    (root / "sim/models/conv_model.py").write_text("from dlforge.host.conv.plan import X\n")
+    (root / "sim/corpus/photos.py").write_text("from dlforge.host.conv.program import X\n")
+    (root / "host/conv/program.py").write_text(
+        "from dlforge.rtl.core import X\nfrom dlforge.host.conv.plan import Y\n"
+        "def late():\n    from dlforge.sim.models.conv_model import X\n")
+    (root / "host/conv/__init__.py").write_text("from dlforge.host.conv.plan import X\n")
+    found = violations(root)
+    assert [v.split(": ", 1)[1] for v in found] == [
+        "dlforge.host.conv (host) imports dlforge.host.conv.plan (host)",
+        "dlforge.host.conv.program (host) imports dlforge.host.conv.plan (host)",
+        "dlforge.host.conv.program (host) imports dlforge.sim.models.conv_model (sim.models)",
+        "dlforge.sim.corpus.photos (sim.corpus) imports dlforge.host.conv.program (host)",
+        "dlforge.sim.models.conv_model (sim.models) imports dlforge.host.conv.plan (host)",
+    ], found

@@ -1,15 +1,16 @@
-"""The golden network model: its host operations against PyTorch, its input quantisation's
-rounding, and a program's values chained as the engine layers define them."""
+"""The network program's host operations (host/conv/program.py) against PyTorch, its input
+quantisation's rounding, and the golden network model chaining a program's values as the
+engine layers define them."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from dlforge.host.conv.program import (EngineLayer, HostOp, NetworkProgram, global_avg_pool,
+                                      max_pool, quantize_input)
 from dlforge.sim.models.conv_model import conv_layer
-from dlforge.sim.models.network_model import (EngineLayer, HostOp, NetworkProgram,
-                                              global_avg_pool, max_pool, quantize_input,
-                                              run_network)
+from dlforge.sim.models.network_model import run_network
 
 
 @pytest.mark.parametrize("kernel,stride,padding", [(3, 2, 1), (2, 2, 0), (3, 1, 1), (5, 3, 2)])

@@ -11,11 +11,12 @@ from dlforge.host.conv.compile import compile_module
 from dlforge.host.conv.digits import train_digits_cnn
 from dlforge.host.conv.network_run import layer_shape, run_program
 from dlforge.host.conv.plan import PlanError
+from dlforge.host.conv.program import quantize_input
 from dlforge.host.conv.quantize import quantize
 from dlforge.host.device.open import open_device
 from dlforge.host.sched.models import small_resnet
 from dlforge.rtl.link.protocol import Register
-from dlforge.sim.models.network_model import quantize_input, run_network
+from dlforge.sim.models.network_model import run_network
 
 # The default simulated board, shared with the suite's other engine tests.
 pytestmark = [pytest.mark.xdist_group("sim_board"), pytest.mark.slow]

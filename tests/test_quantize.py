@@ -8,9 +8,10 @@ import torch
 
 from dlforge.host.conv.compile import compile_module, run_float
 from dlforge.host.conv.digits import top1, train_digits_cnn
+from dlforge.host.conv.program import quantize_input
 from dlforge.host.conv.quantize import quantize, requant_parameters
 from dlforge.host.sched.models import small_resnet
-from dlforge.sim.models.network_model import quantize_input, run_network
+from dlforge.sim.models.network_model import run_network
 
 
 def test_requant_parameters_are_31_bit_and_close():

@@ -59,10 +59,11 @@ def bench_network(model="digits", images=None, device="sim", seed=0, progress=No
     from dlforge.host.conv.compile import compile_module
     from dlforge.host.conv.digits import top1
     from dlforge.host.conv.network_run import prepare, run_program
+    from dlforge.host.conv.program import quantize_input
     from dlforge.host.conv.quantize import quantize
     from dlforge.host.conv.run import engine_config
     from dlforge.host.device.open import open_device
-    from dlforge.sim.models.network_model import quantize_input, run_network
+    from dlforge.sim.models.network_model import run_network
     from dlforge.sim.tools.progress import Progress
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}: {', '.join(MODELS)}")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dlforge.sim.models.network_model import HostOp
+from dlforge.host.conv.program import HostOp
 
 __all__ = ["FloatLayer", "FloatNetwork", "UnsupportedOperator", "compile_exported",
            "compile_module", "run_float", "export_model"]

@@ -15,11 +15,11 @@ import torch.nn as nn
 
 from dlforge.host.conv.compile import compile_exported, export_model
 from dlforge.host.conv.network_run import prepare, run_program
+from dlforge.host.conv.program import quantize_input
 from dlforge.host.conv.run import engine_config
 from dlforge.host.conv.quantize import quantize
 from dlforge.host.device.open import open_device
 from dlforge.host.link.device_string import parse_device
-from dlforge.sim.models.network_model import quantize_input
 
 __all__ = ["EngineModule", "as_float_input"]
 

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from dlforge.host.conv.network_run import prepare, run_program
+from dlforge.host.conv.program import quantize_input
 from dlforge.host.conv.run import engine_config
 from dlforge.host.device.cpu import CpuDevice
 from dlforge.host.device.open import open_device
@@ -48,7 +49,7 @@ from dlforge.host.jpeg.decode_service import DecoderService
 from dlforge.host.jpeg.resize_request import Resize
 from dlforge.host.jpeg.transforms import eval_request
 from dlforge.rtl.link.protocol import Register
-from dlforge.sim.models.network_model import quantize_input, run_network
+from dlforge.sim.models.network_model import run_network
 
 __all__ = ["ImageRun", "jpeg_files", "image_request", "input_table", "image_input",
            "image_pixels", "infer_images", "reference_images", "check_images"]

@@ -38,10 +38,12 @@ import numpy as np
 
 from dlforge.host.conv.layer_pack import LayerPack
 from dlforge.host.conv.plan import LayerShape, plan_layer
+from dlforge.host.conv.program import check_input, run_host_op
 from dlforge.host.conv.run import engine_config, exchange_layer, layer_results, layer_stream
+from dlforge.host.device.accelerator import AcceleratorDevice
 from dlforge.host.device.cpu import CpuDevice
 from dlforge.host.device.open import open_device
-from dlforge.sim.models.network_model import check_input, run_host_op, run_network
+from dlforge.sim.models.network_model import run_network
 
 __all__ = ["layer_shape", "plan_program", "prepare", "run_program", "MODES"]
 
@@ -144,7 +146,7 @@ def run_program(program, x, device="sim", mode="pipelined", clocks_mhz=(), confi
     owned = isinstance(device, str)
     board = open_device(device, conv=config or True) if owned else device
     try:
-        if not hasattr(board, "conv_exchange"):
+        if not isinstance(board, AcceleratorDevice):
             raise ValueError(f"{board.name} cannot run convolution layers")
         return _on_board(board, program, x, mode, clocks_mhz, prepared)
     finally:

@@ -20,7 +20,7 @@ specific.  The rules, each a line below:
 import numpy as np
 
 from dlforge.host.conv.compile import run_float
-from dlforge.sim.models.network_model import EngineLayer, HostOp, NetworkProgram
+from dlforge.host.conv.program import EngineLayer, HostOp, NetworkProgram
 
 __all__ = ["calibrate", "quantize", "requant_parameters"]
 

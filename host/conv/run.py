@@ -7,8 +7,10 @@ import numpy as np
 from dlforge.rtl.conv.config import EngineConfig
 from dlforge.rtl.link.protocol import Register
 from dlforge.sim.models.conv_model import conv_layer, output_size
+from dlforge.host.conv.exchange import conv_exchange
 from dlforge.host.conv.link_words import LayerTensors, layer_words, scatter_results
 from dlforge.host.conv.plan import LayerShape, plan_layer, utilization
+from dlforge.host.device.accelerator import AcceleratorDevice
 from dlforge.host.device.cpu import CpuDevice
 from dlforge.host.device.open import open_device
 from dlforge.host.link.device_string import parse_device
@@ -16,12 +18,12 @@ from dlforge.host.link.device_string import parse_device
 __all__ = ["run_conv", "engine_config", "layer_stream", "layer_results", "exchange_layer"]
 
 
-def engine_config(board):
-    """The EngineConfig of a board's engine, from its registers."""
-    array, link = board.read_regs(Register.ARRAY, 2)
+def engine_config(device):
+    """The EngineConfig of a device's engine, from its registers."""
+    array, link = device.read_regs(Register.ARRAY, 2)
     if not array:
-        raise ValueError(f"{board.name} has no convolution engine")
-    depths = board.read_regs(Register.CONV_WEIGHT_DEPTH, 4)
+        raise ValueError(f"{device.name} has no convolution engine")
+    depths = device.read_regs(Register.CONV_WEIGHT_DEPTH, 4)
     return EngineConfig(rows=array & 0xFF, cols=array >> 8 & 0xFF, simd=array >> 16 & 0xFF,
                         operand_bits=array >> 24 & 0xFF, weight_depth=depths[0],
                         input_depth=depths[1], psum_depth=depths[2], link_bytes=link,
@@ -62,7 +64,7 @@ def run_conv(x, w, bias=None, multiplier=None, shift=None, *, stride=1, padding=
     owned = isinstance(device, str)
     board = open_device(device, conv=config or True) if kind == "sim" else open_device(device)
     try:
-        if not hasattr(board, "conv_exchange"):
+        if not isinstance(board, AcceleratorDevice):
             raise ValueError(f"{board.name} cannot run convolution layers")
         return _on_board(board, x, w, bias, multiplier, shift, stride, padding, groups, relu,
                          pool, residual)
@@ -103,18 +105,18 @@ def layer_results(cfg, layer, tiles, per_image, got):
     return y
 
 
-def exchange_layer(board, raw, result_words, link_bytes):
+def exchange_layer(device, raw, result_words, link_bytes):
     """Send a layer's bytes, return (result bytes, engine cycles, device span cycles): the
     engine's own counter, and the device's span from the first word's arrival to the last
     result's departure (what the layer costs at the device's host interface)."""
-    (before,) = board.read_regs(Register.CONV_CYCLES, 1)
-    board.open_span()
-    got = board.conv_exchange(raw, result_words * link_bytes)
-    device_cycles = board.span_cycles()
-    (after, error) = board.read_regs(Register.CONV_CYCLES, 1) + board.read_regs(
+    (before,) = device.read_regs(Register.CONV_CYCLES, 1)
+    device.open_span()
+    got = conv_exchange(device, raw, result_words * link_bytes)
+    device_cycles = device.span_cycles()
+    (after, error) = device.read_regs(Register.CONV_CYCLES, 1) + device.read_regs(
         Register.CONV_ERROR, 1)
     if error:
-        raise RuntimeError(f"{board.name}: the engine reported descriptor error {error}")
+        raise RuntimeError(f"{device.name}: the engine reported descriptor error {error}")
     return got, (after - before) & 0xFFFFFFFF, device_cycles
 
 

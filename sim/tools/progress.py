@@ -1,32 +1,33 @@
-"""Progress of long commands on stderr: the phase, the time since the start and, where a tool
-says it, how far it has got (yosys's pass, nextpnr's placer and router, Verilator's C++ files
-compiled, a bench's files or layers done).
+"""Progress of long commands on stderr: the phase and, where a tool says it, how far it has
+got (yosys's pass, nextpnr's placer and router, Verilator's C++ files compiled, a bench's
+files or layers done).  Reading the tools' logs into that is ours; tqdm draws the line.
 
-Only ever on stderr, so that a command's JSON on stdout stays clean, and rate-limited: on a
-terminal one line rewritten in place (``\\r``) at most every second, elsewhere (a log file,
-CI) at most one line every :data:`INTERVAL` seconds, plus one line per phase change and one
-at the end.  A background thread repeats the line while a step that reports nothing runs (a
-Verilator build, a simulation), polling the phase's ``watch`` (for example a log file's last
-lines) for the detail.
+Only ever on stderr, so that a command's JSON on stdout stays clean.  On a terminal tqdm
+rewrites one line (one per command in progress) at most every second; elsewhere (a log file,
+CI) each line it draws becomes a line of its own, at most one every :data:`INTERVAL` seconds,
+plus one per phase and one at the end.  A background thread keeps the line's time moving
+while a step that reports nothing runs (a Verilator build, a simulation), polling the phase's
+``watch`` (for example a log file's last lines) for the detail.
 
 On by default except under pytest (``PYTEST_CURRENT_TEST``, which subprocesses inherit);
 :data:`ENV` set to 1 turns it on and 0 off everywhere, and ``enabled=`` overrides both.
 """
 
-import math
 import os
 import re
 import sys
 import threading
-import time
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["Progress", "ENV", "INTERVAL_ENV", "INTERVAL", "progress_enabled", "LogTail",
-           "yosys_step", "nextpnr_step", "verilator_build_step", "count_in_log", "elapsed"]
+from tqdm import tqdm
+
+__all__ = ["Progress", "Step", "ENV", "INTERVAL_ENV", "INTERVAL", "progress_enabled",
+           "LogTail", "yosys_step", "nextpnr_step", "verilator_build_step", "count_in_log"]
 
 #: 1: progress lines on; 0: off (default: on, except under pytest).
 ENV = "DLFORGE_PROGRESS"
-#: Seconds between lines when stderr is not a terminal (default :data:`INTERVAL`).
+#: Seconds between lines (default :data:`INTERVAL`, or :data:`TTY_INTERVAL` on a terminal).
 INTERVAL_ENV = "DLFORGE_PROGRESS_INTERVAL"
 INTERVAL = 10.0
 TTY_INTERVAL = 1.0
@@ -43,29 +44,31 @@ def progress_enabled(asked=None):
     return "PYTEST_CURRENT_TEST" not in os.environ
 
 
-def elapsed(seconds):
-    """``75.3`` -> ``"1m15s"``; ``3725`` -> ``"1h02m05s"``."""
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+class Step(NamedTuple):
+    """How far a phase has got: a text and, where known, ``done`` of ``total``."""
+    detail: str | None
+    done: int | None = None
+    total: int | None = None
+
+    def __str__(self):
+        if self.done is None:
+            return self.detail or ""
+        count = f"{self.done}/{self.total}" if self.total is not None else f"{self.done}"
+        return f"{count} {self.detail}" if self.detail else count
 
 
 class Progress:
-    """One long command's progress line.
+    """One long command's progress line, drawn by tqdm.
 
     ``what``: the command (``"dlforge build"``); ``stream``: stderr by default; ``enabled``:
-    see :func:`progress_enabled`; ``interval``: seconds between repeated lines; ``clock``:
-    a monotonic clock (tests pass a fake one); ``heartbeat``: run the background thread that
-    repeats the line and polls ``watch`` (off for tests that drive the clock).
+    see :func:`progress_enabled`; ``interval``: the least seconds between lines (0: every
+    change); ``heartbeat``: run the background thread that polls ``watch`` and keeps the
+    time moving (off for tests).
 
     A disabled Progress accepts every call and writes nothing, so callers need no tests.
     """
 
-    def __init__(self, what, *, stream=None, enabled=None, interval=None, clock=time.monotonic,
-                 heartbeat=True):
+    def __init__(self, what, *, stream=None, enabled=None, interval=None, heartbeat=True):
         self.what = what
         self.enabled = progress_enabled(enabled)
         self.stream = stream if stream is not None else sys.stderr
@@ -76,41 +79,33 @@ class Progress:
             except ValueError:
                 interval = TTY_INTERVAL if self.tty else INTERVAL
         self.interval = interval
-        self.clock = clock
-        self.started = clock()
         self.name = None
-        self.detail = None
+        self.step = Step(None)
         self.watch = None
-        self.lines = 0                     # lines (or rewrites) written
-        self._last = -math.inf
-        self._shown = None                 # the last (phase, detail) written
-        self._width = 0
+        self._bar = None                   # made at the first phase
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread = None
         self._heartbeat = heartbeat
 
-    # ---- what callers say ---------------------------------------------------------------------
-
     def phase(self, name, detail=None, watch=None):
-        """A new phase: written at once.  ``watch``: a callable returning the phase's detail
-        (or None), polled by the background thread."""
+        """A new phase: drawn at once.  ``watch``: a callable returning the phase's detail (a
+        text or a :class:`Step`, or None), polled by the background thread."""
         with self._lock:
-            self.name, self.detail, self.watch = name, detail, watch
-            self._emit(force=True)
-        self._start_thread()
+            self.name, self.step, self.watch = name, Step(detail), watch
+            self._draw(force=True)
+        if self.enabled and self._heartbeat and self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="dlforge-progress",
+                                            daemon=True)
+            self._thread.start()
         return self
 
     def update(self, detail=None, done=None, total=None):
         """How far the phase has got (``done`` of ``total``, and/or a ``detail`` text);
-        written when the last line is older than the interval."""
-        text = detail
-        if done is not None:
-            count = f"{done}/{total}" if total is not None else f"{done}"
-            text = f"{count} {detail}" if detail else count
+        drawn when the last line is older than the interval."""
         with self._lock:
-            self.detail = text
-            self._emit()
+            self.step = Step(detail, done, total)
+            self._draw()
 
     def __call__(self, name, logs=None):
         """The duck-typed hook the board builds call (they may not import this module):
@@ -132,15 +127,18 @@ class Progress:
         self.phase(name, watch=watch if tails else None)
 
     def close(self, outcome="done"):
-        """Stop the thread and write the last line (``outcome`` and the total time)."""
+        """Stop the thread and draw the last line (``outcome`` and the total time)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
         with self._lock:
-            if self.enabled:
-                self._write(f"[{self.what} {elapsed(self.clock() - self.started)}] {outcome}",
-                            end=True)
+            if not self.enabled:
+                return
+            self.name, self.step, self.watch = outcome, Step(None), None
+            self._draw(force=True)
+            self._bar.close()
+            self.enabled = False           # (a closed line takes no more calls)
 
     def __enter__(self):
         return self
@@ -149,10 +147,8 @@ class Progress:
         self.close("failed" if kind is not None else "done")
         return False
 
-    # ---- writing ------------------------------------------------------------------------------
-
     def poll(self):
-        """Read the phase's ``watch`` and write the line if it is due (the thread's body)."""
+        """Read the phase's ``watch`` and draw the line if it is due (the thread's body)."""
         with self._lock:
             if self.watch is not None:
                 try:
@@ -160,48 +156,54 @@ class Progress:
                 except Exception:         # a log not there yet, a folder being replaced
                     found = None
                 if found:
-                    self.detail = found
-            self._emit()
+                    self.step = found if isinstance(found, Step) else Step(found)
+            self._draw()
 
-    def _emit(self, force=False):
+    def _draw(self, force=False):
         if not self.enabled or self.name is None:
             return
-        now = self.clock()
-        if not force and now - self._last < self.interval:
+        counted = self.step.total is not None and self.step.done is not None
+        head = "[" + self.what.replace("{", "{{").replace("}", "}}") + " {elapsed}] {desc}"
+        shown = {"desc": f"{self.name}: {self.step}" if str(self.step) else self.name,
+                 "bar_format": head + (" |{bar:12}| {percentage:3.0f}%" if counted else ""),
+                 "total": self.step.total if counted else None}
+        done = self.step.done if counted else 0
+        bar = self._bar
+        if bar is None:                   # (tqdm draws a new line at once)
+            self._bar = tqdm(**shown, initial=done, mininterval=self.interval, miniters=0,
+                             file=self.stream if self.tty else _Lines(self.stream),
+                             dynamic_ncols=self.tty, leave=None)
             return
-        if not force and not self.tty and (self.name, self.detail) == self._shown \
-                and now - self._last < 6 * self.interval:
-            return                    # (nothing new: a plain log gets a line a minute or so)
-        self._last = now
-        self._shown = (self.name, self.detail)
-        line = f"[{self.what} {elapsed(now - self.started)}] {self.name}"
-        if self.detail:
-            line += f": {self.detail}"
-        self._write(line)
-
-    def _write(self, line, end=False):
-        try:
-            if self.tty:
-                pad = max(self._width - len(line), 0)
-                self.stream.write("\r" + line + " " * pad + ("\n" if end else ""))
-                self._width = 0 if end else len(line)
-            else:
-                self.stream.write(line + "\n")
-            self.stream.flush()
-        except (OSError, ValueError):     # a closed stream: progress is not worth a failure
-            self.enabled = False
-        self.lines += 1
-
-    def _start_thread(self):
-        if not (self.enabled and self._heartbeat) or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._beat, name="dlforge-progress", daemon=True)
-        self._thread.start()
+        bar.set_description_str(shown["desc"], refresh=False)
+        bar.bar_format, bar.total = shown["bar_format"], shown["total"]
+        if force:
+            bar.n = bar.last_print_n = done
+            bar.refresh()
+        else:
+            bar.update(done - bar.n)      # (drawn if the last line is older than the interval)
 
     def _beat(self):
-        tick = min(self.interval, 1.0)
+        tick = max(min(self.interval, 1.0), 0.1)
         while not self._stop.wait(tick):
             self.poll()
+
+
+class _Lines:
+    """A log file for tqdm: each line it draws (``\\r`` and the line) becomes a line of its
+    own; its cursor moves, blanking and a line drawn again unchanged are left out."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.last = None
+
+    def write(self, text):
+        line = text.strip()
+        if text.startswith("\r") and line and line != self.last:   # (closing draws it again)
+            self.stream.write(line + "\n")
+            self.last = line
+
+    def flush(self):
+        self.stream.flush()
 
 
 class LogTail:
@@ -280,16 +282,16 @@ def nextpnr_step(lines):
 
 
 def verilator_build_step(folder):
-    """How far a Verilator build in ``folder`` has got: verilating until its makefile
-    exists, then the C++ files compiled of those generated."""
+    """How far a Verilator build in ``folder`` has got (a :class:`Step`): verilating until
+    its makefile exists, then the C++ files compiled of those generated, then linking."""
     folder = Path(folder)
     if not folder.is_dir() or not any(folder.glob("*.mk")):
-        return "verilating (Verilog to C++)"
+        return Step("verilating (Verilog to C++)")
     sources = {p.stem for p in folder.glob("*.cpp")}
     done = sum(1 for p in folder.glob("*.o") if p.stem in sources)
     if sources and done >= len(sources) and any(folder.glob("*.a")):
-        return f"linking ({done}/{len(sources)} C++ files compiled)"
-    return f"compiling C++: {done}/{len(sources)} files"
+        return Step("C++ files compiled, linking", done, len(sources))
+    return Step("C++ files compiled", done, len(sources))
 
 
 def _last_line(lines):
@@ -301,12 +303,11 @@ _PARSERS = {"yosys": yosys_step, "nextpnr": nextpnr_step}
 
 
 def count_in_log(tail, needle, total=None, noun="done"):
-    """A watch: how many lines with ``needle`` a :class:`LogTail` has shown so far."""
+    """A watch: how many lines with ``needle`` a :class:`LogTail` has shown so far (a
+    :class:`Step`)."""
     seen = {"n": 0}
 
     def watch():
         seen["n"] += sum(needle in line for line in tail.new_lines())
-        if not seen["n"]:
-            return None
-        return f"{seen['n']}/{total} {noun}" if total else f"{seen['n']} {noun}"
+        return Step(noun, seen["n"], total) if seen["n"] else None
     return watch
