@@ -12,7 +12,7 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from dlforge.host.device.board import Board
+from dlforge.host.device.accelerator import AcceleratorDevice
 from dlforge.host.conv.plan import LayerShape
 from dlforge.host.conv.run import engine_config, run_conv
 from dlforge.host.jpeg.decode_service import DecoderService
@@ -198,11 +198,12 @@ def test_replies_taken_in_by_another_exchange_are_not_waited_for(board):
     jobs = [(k, data, False) for k, data in enumerate(files)]
     replies = board.decode_jpegs(jobs)
     first = next(replies)
+    scheduler = board.jpeg_scheduler
     for _ in range(500):                # another exchange on the link, until the rest land
-        if board._attempts and len(board._finished) == len(board._attempts):
+        if scheduler.attempts and len(scheduler._finished) == len(scheduler.attempts):
             break
         board.ping()
-    assert board._attempts and len(board._finished) == len(board._attempts)
+    assert scheduler.attempts and len(scheduler._finished) == len(scheduler.attempts)
     pumps = []
     pump = board.link.pump
     board.link.pump = lambda *a: pumps.append(a) or pump(*a)
@@ -293,5 +294,5 @@ def test_something_that_is_not_a_board():
         server.listen(1)
         port = server.getsockname()[1]
         with pytest.raises(DeviceUnreachable, match="no answer"):
-            Board(TcpTransport("127.0.0.1", port), timeout=0.5, retries=1)
+            AcceleratorDevice(TcpTransport("127.0.0.1", port), timeout=0.5, retries=1)
 

@@ -159,7 +159,8 @@ def test_files_wait_in_the_engine_while_the_host_sleeps():
     with SimBoard(link="dma") as sim:
         with DecoderService(sim.device) as service:
             board = service.device
-            assert all(board._credit(len(f)) > board.input_fifo // 2 for f in files)
+            assert all(board.jpeg_scheduler._credit(len(f)) > board.input_fifo // 2
+                       for f in files)
             sleeps = board.link.transport.sleeps
             results = list(service.decode(files))
             assert board.link.transport.sleeps - sleeps <= 2

@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 from dlforge.boards.presets import BOARDS
-from dlforge.host.device.board import Board
+from dlforge.host.device.accelerator import AcceleratorDevice
+from dlforge.host.conv.exchange import conv_exchange
 from dlforge.host.conv.plan import LayerShape
 from dlforge.host.conv.run import engine_config, run_conv
 from dlforge.host.link.transport import TcpTransport
+from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.rtl.link.protocol import Opcode, Register, Status, encode_frame
 from dlforge.sim.board.process import SimBoard
 from dlforge.host.link.raw_link import connect
@@ -28,7 +30,8 @@ def _preset_board(name):
 
 def _refuses_jpeg(device):
     with connect(device) as link:
-        frames = link.exchange(encode_frame(Opcode.JPEG_END, 300, b"\xff\xd8\xff\xd9"),
+        empty_jpeg = Marker.SOI.bytes + Marker.EOI.bytes
+        frames = link.exchange(encode_frame(Opcode.JPEG_END, 300, empty_jpeg),
                                lambda fr: len(fr) >= 1, timeout=30)
     assert frames[0].opcode == Opcode.ERROR and frames[0].status == Status.BAD_OPCODE
     assert frames[0].tag == 300
@@ -37,7 +40,7 @@ def _refuses_jpeg(device):
 def test_engine_only_board():
     with _preset_board("ulx3s-12f") as sim:
         _, host, port = sim.device.split(":")
-        board = Board(TcpTransport(host, port))
+        board = AcceleratorDevice(TcpTransport(host, port))
         try:
             assert board.cores == 0 and board.array
             regs = board.read_regs(Register.CORES, 1)
@@ -51,7 +54,7 @@ def test_engine_only_board():
             assert np.array_equal(y[0], expected_output(layer, t))
             assert info["cycles"] > 0
             with pytest.raises(ValueError, match="no JPEG decoder cores"):
-                list(board.decode_jpegs([("a.jpg", b"\xff\xd8\xff\xd9", False)]))
+                list(board.decode_jpegs([("a.jpg", Marker.SOI.bytes + Marker.EOI.bytes, False)]))
         finally:
             board.close()
         _refuses_jpeg(sim.device)
@@ -60,12 +63,12 @@ def test_engine_only_board():
 def test_link_only_board():
     with _preset_board("icebreaker") as sim:
         _, host, port = sim.device.split(":")
-        board = Board(TcpTransport(host, port))
+        board = AcceleratorDevice(TcpTransport(host, port))
         try:
             assert board.cores == 0 and not board.array
             assert board.ping(b"hello") == b"hello"
             with pytest.raises(ValueError, match="no convolution engine"):
-                board.conv_exchange(b"\0" * 16, 16)
+                conv_exchange(board, b"\0" * 16, 16)
         finally:
             board.close()
         _refuses_jpeg(sim.device)

@@ -137,7 +137,7 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
     :class:`~dlforge.sim.tools.progress.Progress` told each phase and file."""
     from dlforge.sim.tools.progress import Progress
     progress = progress or Progress("bench device", enabled=False)
-    from dlforge.host.device.board import Board
+    from dlforge.host.device.accelerator import AcceleratorDevice
     from dlforge.sim.board.build import DEFAULTS
     if transform not in (None, "eval"):
         raise ValueError(f"bench device takes --transform eval, not {transform!r}")
@@ -156,8 +156,8 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
                          "fancy upsampling), in this run"}
     failures = []
     progress.phase(f"starting the simulated board ({cores} cores)")
-    with Board.simulated("sim", cores=cores, link_bytes=link_bytes, conv=conv,
-                         **board) as device:
+    with AcceleratorDevice.simulated("sim", cores=cores, link_bytes=link_bytes, conv=conv,
+                                     **board) as device:
         progress.phase("decoding on the board, each image checked")
         cycles, replies, wall, bad = _run(device, named, expected, progress=progress)
         if transform is not None:
@@ -179,9 +179,10 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
             for (name, data), r in zip(named, replies)]
     if reference:
         progress.phase("the reference: one core fed directly")
-        with Board.simulated("sim", cores=1, link_bytes=64, conv=False,
-                             max_width=board.get("max_width", DEFAULTS["max_width"]),
-                             max_height=board.get("max_height", DEFAULTS["max_height"])) as one:
+        with AcceleratorDevice.simulated(
+                "sim", cores=1, link_bytes=64, conv=False,
+                max_width=board.get("max_width", DEFAULTS["max_width"]),
+                max_height=board.get("max_height", DEFAULTS["max_height"])) as one:
             _, direct, _, bad = _run(one, named, expected, progress=progress)
         failures += [f"reference core: {b}" for b in bad]
         core_cycles = sum(r.cycles or 0 for r in direct)
@@ -289,7 +290,7 @@ def bench_conv_device(model="resnet18", names=None, seed=2, progress=None, **boa
     device's span from the first word's arrival to the last result's departure, and the cycle
     model's prediction of the engine fed directly (within 0.2 % of `dlforge bench conv`'s
     measurements on every ResNet-18 layer, docs/conv-engine.md)."""
-    from dlforge.host.device.board import Board
+    from dlforge.host.device.accelerator import AcceleratorDevice
     from dlforge.host.conv.networks import resnet18_layers
     from dlforge.host.conv.run import engine_config, run_conv
     from dlforge.host.conv.random_layer import expected_output, random_tensors
@@ -301,7 +302,7 @@ def bench_conv_device(model="resnet18", names=None, seed=2, progress=None, **boa
     rng = np.random.default_rng(seed)
     rows, failures = [], []
     progress.phase("starting the simulated board")
-    with Board.simulated("sim", **board) as device:
+    with AcceleratorDevice.simulated("sim", **board) as device:
         cfg = engine_config(device)
         info = device.info()
         progress.phase("layers through the board's engine, each checked")

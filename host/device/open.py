@@ -15,7 +15,7 @@ A device decodes JPEG files with :meth:`Device.decode_jpegs`, results in submiss
 """
 
 from dlforge.host.device.base import Device
-from dlforge.host.device.board import Board
+from dlforge.host.device.accelerator import AcceleratorDevice
 from dlforge.host.device.cpu import CpuDevice
 from dlforge.host.link.device_string import open_transport, parse_device
 
@@ -33,6 +33,6 @@ def open_device(spec="sim", **options):
     if parsed.kind == "cpu":
         return CpuDevice()
     if parsed.kind == "sim":
-        return Board.simulated(spec, **options)
+        return AcceleratorDevice.simulated(spec, **options)
     transport = open_transport(spec, timeout=options.pop("connect_timeout", 10.0))
-    return Board(transport, **options)
+    return AcceleratorDevice(transport, **options)

@@ -7,10 +7,10 @@ import time
 from dlforge.host.link.device_string import open_transport
 from dlforge.rtl.link.protocol import FrameDecoder
 
-__all__ = ["BoardLink", "connect"]
+__all__ = ["RawFrameLink", "connect"]
 
 
-class BoardLink:
+class RawFrameLink:
     """Raw frames to a device string over the host runtime's transports
     (:func:`dlforge.host.link.device_string.open_transport`): ``write``, ``read`` (with a timeout),
     ``exchange``, ``close``.  No recovery, no registers: the tests and the benchmark look at
@@ -72,5 +72,5 @@ class BoardLink:
 
 
 def connect(device, timeout=30.0):
-    """A :class:`BoardLink` to ``device`` (tcp:HOST:PORT, serial:/dev/pts/N, xdma:P)."""
-    return BoardLink(device, timeout)
+    """A :class:`RawFrameLink` to ``device`` (tcp:HOST:PORT, serial:/dev/pts/N, xdma:P)."""
+    return RawFrameLink(device, timeout)

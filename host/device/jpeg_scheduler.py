@@ -1,5 +1,5 @@
-"""A device behind a link: registers, pipelined JPEG decoding and convolution layers, with the
-recovery rules that keep a lossy link from losing or swapping an image.
+"""A device's JPEG files spread over its decoder cores, with the recovery rules that keep a
+lossy link from losing or swapping an image.
 
 Decoding keeps up to ``window`` files in flight (one tag per attempt); results are handed
 back in submission order.  The host chooses each file's decoder core (the core number rides in
@@ -13,10 +13,6 @@ chunk by chunk in turn between their cores, so that every core gets its first by
 (a core's own files stay back to back, in order: a core decodes its files in the order their
 frames arrive; a device older than protocol 0.2 deals files to its cores itself and gets every
 file back to back).
-
-The link width (``link_bytes``, the frame padding of :mod:`dlforge.rtl.link.protocol`) must be
-known before the first frame: it comes from the transport (or the ``link_bytes`` argument)
-and is checked against ``Register.LINK_WIDTH``.
 
 Recovery (a serial link can flip, drop or add bytes; TCP and PCIe do not):
 
@@ -42,7 +38,6 @@ silence rule's ping, answered after everything written, also ends the wait for a
 whose answer was lost.
 """
 
-import struct
 import time
 from bisect import insort
 from collections import OrderedDict, deque
@@ -52,22 +47,18 @@ import numpy as np
 from dlforge.rtl.jpeg.scaling import scale_word
 from dlforge.rtl.jpeg.status import JpegStatus
 from dlforge.rtl.link.jpeg_reply import END_FORMAT, END_RECORD
-from dlforge.rtl.link.protocol import (LINK_WIDTHS, MAX_PAYLOAD, REQUEST_CLOSE, VERSION, Opcode,
-                                       Register, Status, parse_array_word, parse_scales_word,
-                                       request_status)
-from dlforge.host.device.base import Device, JpegReply, describe_status
+from dlforge.rtl.link.protocol import REQUEST_CLOSE, Opcode, Status, request_status
+from dlforge.host.device.base import JpegReply, describe_status
 from dlforge.host.device.jpeg_work import decode_work
-from dlforge.host.link.device_string import open_transport, parse_device
 from dlforge.host.link.errors import DeviceGone, DeviceUnreachable, LinkTimeout
 
-__all__ = ["Board"]
+__all__ = ["JpegScheduler"]
 
-_CONTROL_TAGS = 256                  # tags below this are control requests; files use the rest
 #: Files in flight per decoder core (links with flow control; the DMA link keeps 32 in all)
 PER_CORE = 3
 _STATUS = {int(s): s for s in JpegStatus}
 # (plain ints: the frames' fields are, and the reply path runs for every file)
-_JPEG_DATA, _JPEG_END, _BAD_CRC = int(Opcode.JPEG_DATA), int(Opcode.JPEG_END), int(Status.BAD_CRC)
+_JPEG_END, _BAD_CRC = int(Opcode.JPEG_END), int(Status.BAD_CRC)
 
 
 class _Attempt:
@@ -130,272 +121,97 @@ def _longest_first(job):
     return -job.work
 
 
-class Board(Device):
-    """A device behind a link: a real board or the simulated one, through the same
-    transports.  It keeps every core fed within its input FIFO, resubmits what a damaged or
-    lost frame spoiled, and returns each job's reply in submission order."""
+class JpegScheduler:
+    """The JPEG files of one :class:`~dlforge.host.device.accelerator.AcceleratorDevice`:
+    which file goes next to which core within its credit, the attempts in flight by tag, and
+    their replies, retries and completion (see the module's docstring).  The device routes
+    the replies of the files' tags here (``take_*``)."""
 
-    def __init__(self, transport, *, timeout=30.0, retries=3, window=None, verify=None,
-                 owner=None, pace=None, link_bytes=None):
-        self.transport = transport
-        self.name = transport.name
-        self.timeout = timeout
-        self.retries = retries
-        self.owner = owner                  # e.g. the simulated board started for us
-        # The link width pads every frame, the first register read's too: it must come from
-        # the transport (or the caller), and the device's LINK_WIDTH register confirms it.
-        self.link_bytes = getattr(transport, "link_bytes", 1) if link_bytes is None \
-            else link_bytes
-        if self.link_bytes not in LINK_WIDTHS:
-            self.close()
-            raise ValueError(f"link_bytes must be one of {LINK_WIDTHS}, not {self.link_bytes}")
-        # pace: None = when the transport has no flow control (serial)
-        self.link = transport.frame_link(self._on_frame, self._on_placed, verify=verify,
-                                         pace=pace)
-        self.link.link_bytes = self.link_bytes
-        self._control = {}                  # tag -> (opcode, status, payload)
-        self._next_control = 1
-        self._next_tag = _CONTROL_TAGS
-        self._attempts = OrderedDict()      # tag -> _Attempt in flight
+    def __init__(self, device, window=None):
+        self.device = device
+        self.link = device.link
+        self.attempts = OrderedDict()       # tag -> _Attempt in flight
         self._finished = deque()            # (attempt, record bytes)
         self._refusals = 0
-        self._conv = {}                     # tag -> bytearray of result bytes
-        self._conv_seq = None               # the engine's next reply frame number (mod 256)
-        self._conv_refused = False          # the engine's words were refused (resend them)
-        self._conv_damaged = False          # ... its results came damaged or a frame was lost
+        #: files sent again after a damaged or lost frame
         self.resubmissions = 0
-        #: seconds the host has spent in decode_jpegs waiting for the link (the rest of its
-        #: time there is the host's own work: what dlforge infer --images counts as host time)
+        #: seconds the host has spent in decode waiting for the link (the rest of its time
+        #: there is the host's own work: what dlforge infer --images counts as host time)
         self.decode_wait_s = 0.0
-        try:
-            regs = self.read_regs(Register.VERSION, 8)
-            if regs[Register.VERSION] >> 16 == VERSION >> 16:
-                width, fifo = self.read_regs(Register.LINK_WIDTH, 2)
-                taps, largest, scales = self.read_regs(Register.RESAMPLE_TAPS, 3)
-        except LinkTimeout as exc:
-            self.close()
-            raise DeviceUnreachable(f"no answer from {self.name}: is it an accelerator "
-                                    f"built by dlforge, powered, and with a "
-                                    f"{self.link_bytes}-byte link (the frames' padding)? "
-                                    f"({exc})") from None
-        except Exception:
-            self.close()
-            raise
-        if regs[Register.VERSION] >> 16 != VERSION >> 16:
-            self.close()
-            raise DeviceUnreachable(f"{self.name} speaks protocol version "
-                                    f"{regs[Register.VERSION] >> 16}.{regs[0] & 0xFFFF}, the "
-                                    f"host {VERSION >> 16}.{VERSION & 0xFFFF}")
-        width = width or 1                  # 0: a device from before wide links (bytes)
-        if width != self.link_bytes:
-            self.close()
-            raise DeviceUnreachable(f"{self.name} has a {width}-byte link but the host frames "
-                                    f"for {self.link_bytes} bytes per clock (from the "
-                                    f"transport, or link_bytes=): open it with "
-                                    f"link_bytes={width}")
-        #: bytes each core's input FIFO holds: the credit per core (0: not reported, no limit)
-        self.input_fifo = fifo
         #: the DMA engine holds each file back until its core has room (host/link/dma.py): the
         #: host posts files ahead of the credit and sleeps
         self._engine_credit = self.link.frames_files
         if self._engine_credit:
-            self.link.set_credit(fifo)
+            self.link.set_credit(device.input_fifo)
         # Before 0.2 the device dealt files to its cores in turn itself and took each file's
         # frames back to back: no interleaving there (the core bits are ignored).
-        self._interleave = (regs[Register.VERSION] & 0xFFFF) >= 2
-        self.cores = regs[Register.CORES]
-        self.max_width, self.max_height = regs[Register.MAX_WIDTH], regs[Register.MAX_HEIGHT]
-        #: the cores' resampler: taps per pass (0: none; the host resizes) and its largest
-        #: crop and output (width, height)
-        self.resample_taps = taps
-        self.resample_max = (largest & 0xFFFF, largest >> 16)
-        #: the denominators its cores decode at (1/2, 1/4, 1/8: the reduced IDCTs)
-        self.scales = parse_scales_word(scales)
-        self.max_payload = regs[Register.MAX_PAYLOAD] or MAX_PAYLOAD
-        self.reply_payload = regs[Register.REPLY_PAYLOAD] or MAX_PAYLOAD
-        self.array = regs[Register.ARRAY]
-        self.engine_word = regs[Register.LINK_BYTES]    # the engine's link word (conv_exchange)
-        self._outstanding = [0] * self.cores            # per core: bytes of unfinished files
-        self._work = [0.0] * self.cores                 # ... their clocks, estimated
-        self._queued = [0] * self.cores                 # ... how many
-        self.link.max_reply = max(self.reply_payload, MAX_PAYLOAD)
+        self._interleave = (device.version & 0xFFFF) >= 2
+        cores = device.cores
+        self._outstanding = [0] * cores                 # per core: bytes of unfinished files
+        self._work = [0.0] * cores                      # ... their clocks, estimated
+        self._queued = [0] * cores                      # ... how many
         # Three files a core: one decoding, the next in its FIFO, and one on the way while
         # the host hears of the first's end (the credit rule may still hold files back).
         # DMA: 32 files in flight, so that the host can sleep until half of them are done:
         # one wake-up per 16 images (each costs some 80 us of CPU on a VM; host/link/dma.py);
         # the engine holds each file back until its core has room (the credit rule there).
         dma = self.link.frames_files
-        self.window = window or (max(32, PER_CORE * self.cores) if dma
-                                 else PER_CORE * self.cores)
+        self.window = window or (max(32, PER_CORE * cores) if dma else PER_CORE * cores)
         self._per_core = None if dma or window else PER_CORE
         #: files read ahead of the ones in flight, from which the host picks the next
         self.lookahead = max(16, 2 * self.window)
 
-    @classmethod
-    def simulated(cls, spec="sim", **options):
-        """Start a private simulated board and connect to it: ``sim`` over a local socket,
-        ``sim:dma`` over shared memory and its DMA engine (:mod:`dlforge.host.link.dma`)."""
-        from dlforge.sim.board.process import SimBoard
-        parsed = parse_device(spec)
-        if parsed.kind != "sim":
-            raise ValueError(f"unknown simulated board {spec!r}: use sim or sim:dma")
-        kind = parsed.target
-        sim_keys = ("cores", "conv", "max_width", "max_height", "max_payload", "reply_payload",
-                    "link_bytes", "input_fifo_bytes", "corrupt", "drop", "seed")
-        sim_options = {k: options.pop(k) for k in sim_keys if k in options}
-        if sim_options.get("corrupt") or sim_options.get("drop"):
-            options.setdefault("verify", True)      # faults injected under a reliable socket
-        if kind == "dma":
-            board = SimBoard(link="dma", **sim_options)
+    # ---- replies in (routed by the device) ------------------------------------------------
+    def take_reply(self, opcode, status, tag, payload, seq):
+        """A ``JPEG_DATA`` or ``JPEG_END`` reply (a voided attempt's is ignored)."""
+        attempt = self.attempts.get(tag)
+        if attempt is None:
+            return
+        # a file's reply frames count 0, 1, 2, ...: a gap is a frame lost to a destroyed
+        # header (on the DMA link the engine checks the placed ones, and JPEG_END comes
+        # after as many frames as the pixels fill)
+        if attempt.placed:
+            want = -(-attempt.filled // self.device.reply_payload) if attempt.filled else 0
         else:
-            board = SimBoard(link="tcp", exit_on_disconnect=True, **sim_options)
-        board.start()
-        try:
-            # (the device string names the board's link width: dma:P?link_bytes=32)
-            return cls(open_transport(board.device), owner=board, **options)
-        except BaseException:
-            board.stop()
-            raise
+            want = attempt.replies
+        attempt.replies += 1
+        if status == _BAD_CRC or seq != want & 0xFF:
+            attempt.damaged = True
+        elif opcode == _JPEG_END:
+            self._finished.append((attempt, bytes(payload)))
+        else:
+            attempt.add(payload)
 
-    def info(self):
-        array = parse_array_word(self.array)
-        return {"device": self.name, "cores": self.cores, "max_width": self.max_width,
-                "max_height": self.max_height, "max_payload": self.max_payload,
-                "reply_payload": self.reply_payload, "link_bytes": self.link_bytes,
-                "input_fifo": self.input_fifo, "resample_taps": self.resample_taps,
-                "resample_max": list(self.resample_max) if self.resample_taps else None,
-                "engine": "{}x{}x{} int{}".format(*array) if array else None}
+    def take_refusal(self, tag):
+        """The device refused a file's frame sent under ``tag``."""
+        # (a refusal of an attempt already voided was dealt with by that void: the GAP a
+        # refused frame leaves on its core names the voided file's tag, and arrives late)
+        if tag in self.attempts:
+            self._refusals += 1
 
-    def close(self):
-        if getattr(self, "transport", None) is not None:
-            self.transport.close()
-            self.transport = None
-        if getattr(self, "owner", None) is not None:
-            self.owner.stop()
-            self.owner = None
-
-    # ---- frames in ------------------------------------------------------------------------
-    def _on_frame(self, opcode, status, tag, payload, seq=0):
-        attempt = self._attempts.get(tag)
-        if attempt is not None and (opcode == _JPEG_END or opcode == _JPEG_DATA):
-            # a file's reply frames count 0, 1, 2, ...: a gap is a frame lost to a destroyed
-            # header (on the DMA link the engine checks the placed ones, and JPEG_END comes
-            # after as many frames as the pixels fill)
-            if attempt.placed:
-                want = -(-attempt.filled // self.reply_payload) if attempt.filled else 0
-            else:
-                want = attempt.replies
-            attempt.replies += 1
-            if status == _BAD_CRC or seq != want & 0xFF:
-                attempt.damaged = True
-            elif opcode == _JPEG_END:
-                self._finished.append((attempt, bytes(payload)))
-            else:
-                attempt.add(payload)
-            return
-        if tag < _CONTROL_TAGS:
-            self._control[tag] = (opcode, status, bytes(payload))
-            return
-        if opcode == Opcode.ERROR:
-            refused = payload[0] if len(payload) else None
-            # (a refusal of an attempt already voided was dealt with by that void: the GAP a
-            # refused frame leaves on its core names the voided file's tag, and arrives late)
-            if refused in (Opcode.JPEG_DATA, Opcode.JPEG_END) and tag in self._attempts:
-                self._refusals += 1
-            elif refused == Opcode.CONV_WORDS:
-                self._conv.setdefault(tag, bytearray())
-                self._conv_refused = True
-            return
-        if opcode == Opcode.CONV_WORDS:
-            # the engine numbers its reply frames: a gap is a frame lost to a destroyed header
-            if status == Status.BAD_CRC or seq != (self._conv_seq if self._conv_seq is not None
-                                                   else seq):
-                self._conv_damaged = True
-            self._conv_seq = (seq + 1) & 0xFF
-            self._conv.setdefault(tag, bytearray()).extend(payload)
-            return
+    def take_other(self, status, tag):
+        """Another opcode's frame under a file's tag: it counts, and may be damaged."""
+        attempt = self.attempts.get(tag)
         if attempt is None:
             return                              # a voided attempt's late reply
-        attempt.replies += 1                    # (another opcode under a file's tag)
+        attempt.replies += 1
         if status == Status.BAD_CRC:
             attempt.damaged = True
 
-    def _on_placed(self, tag, nbytes, damaged):
+    def take_placed(self, tag, nbytes, damaged):
         """The DMA engine placed ``nbytes`` of ``tag``'s pixels (its JPEG_END frame follows)."""
-        attempt = self._attempts.get(tag)
+        attempt = self.attempts.get(tag)
         if attempt is None or not attempt.placed:
             return                              # a voided attempt's
         attempt.filled = nbytes
         attempt.damaged |= damaged
 
-    # ---- control requests ---------------------------------------------------------------------
-    def _request(self, opcode, payload=b"", timeout=None):
-        timeout = self.timeout if timeout is None else timeout
-        for _ in range(self.retries + 1):
-            tag = self._next_control
-            self._next_control = self._next_control % (_CONTROL_TAGS - 1) + 1
-            self._control.pop(tag, None)
-            self.link.queue(opcode, tag, payload)
-            deadline = time.monotonic() + timeout
-            while tag not in self._control and time.monotonic() < deadline:
-                self.link.pump(min(0.05, max(0.0, deadline - time.monotonic())))
-            reply = self._control.pop(tag, None)
-            if reply is None:
-                continue                        # lost on the way: ask again
-            op, status, data = reply
-            if status == Status.BAD_CRC:
-                continue
-            if op == Opcode.ERROR:
-                raise ValueError(f"{self.name} refused {Opcode(opcode).name}: "
-                                 f"{Status(status).name}")
-            return data
-        raise LinkTimeout(f"{self.name}: no answer to {Opcode(opcode).name} "
-                          f"({self.retries + 1} tries, {timeout:g} s each)")
-
-    def ping(self, data=b"dlforge", timeout=None):
-        return self._request(Opcode.PING, data, timeout)
-
-    def read_regs(self, first, count=1):
-        data = self._request(Opcode.READ_REGS, struct.pack("<HH", first, count))
-        return list(struct.unpack(f"<{count}I", data))
-
-    def write_reg(self, register, value):
-        self._request(Opcode.WRITE_REG, struct.pack("<HI", register, value))
-
-    def open_span(self):
-        """Start the device's own measure of the next batch: from the first byte of its
-        first data request to the last byte of its last reply (``Register.SPAN_START``)."""
-        self.write_reg(Register.SPAN_START, 1)
-
-    def span_cycles(self):
-        """Device clocks from the first data request after :meth:`open_span` to the last
-        data reply so far, from the device's SPAN registers; None before any reply."""
-        start, end = self.read_regs(Register.SPAN_START, 2)
-        cycles = (end - start) & 0xFFFFFFFF
-        return None if cycles >= 1 << 31 else cycles
-
-    def counters(self):
-        """The device's counters: cycles, link errors, per-core images and errors."""
-        regs = dict(zip(range(0x08, 0x10), self.read_regs(0x08, 8)))
-        images = self.read_regs(Register.JPEG_IMAGES, self.cores)
-        errors = self.read_regs(Register.JPEG_ERRORS, self.cores)
-        return {"cycles": regs[Register.CYCLES], "crc_errors": regs[Register.CRC_ERRORS],
-                "header_errors": regs[Register.HEADER_ERRORS], "images": images,
-                "errors": errors}
-
-    # ---- JPEG files ---------------------------------------------------------------------------
-    def _tag(self):
-        while True:
-            tag = self._next_tag
-            self._next_tag = tag + 1 if tag + 1 < 1 << 16 else _CONTROL_TAGS
-            if tag not in self._attempts:
-                return tag
-
+    # ---- the files ----------------------------------------------------------------------------
     def _credit(self, length):
         """The bytes a file of ``length`` bytes takes in its core's input FIFO, counted as
         the link carries them (each chunk padded to whole beats): never less than the FIFO
         holds for it."""
-        step, w = self.max_payload, self.link_bytes
+        step, w = self.device.max_payload, self.device.link_bytes
         full, rest = divmod(length, step)
         return full * (step + -step % w) + rest + -rest % w
 
@@ -412,7 +228,7 @@ class Board(Device):
         their order, 0.97 so, in a model of this rule; docs/runtime.md).  On the DMA link
         the engine applies the FIFO rule itself, so every file is placed on a core at once.
         """
-        fifo, cores = self.input_fifo, self.cores
+        fifo, cores = self.device.input_fifo, self.device.cores
         if self._engine_credit:
             fifo = 0                        # the DMA engine holds files back itself
         for core in sorted(range(cores), key=self._work.__getitem__):
@@ -429,13 +245,14 @@ class Board(Device):
         """Start an attempt of ``job`` on ``core`` and take its credit; returns its frames
         (opcode, tag, chunk, status) for the caller to queue, interleaved with others' (on
         the DMA link the engine frames the file: it is posted here, and nothing returned)."""
-        tag = self._tag()
+        tag = self.device.data_tag()
         status = request_status(job.fast, core, resize=job.resize is not None
                                 and not job.host_resize, scale=job.scale > 1)
         credit = job.credit
         self._outstanding[core] += credit
         self._work[core] += job.work
         self._queued[core] += 1
+        max_payload = self.device.max_payload
         if self.link.frames_files:
             # DMA: the pixels go straight into an arena slot, the engine frames the file
             pixels = self.link.place(tag, job.pixel_bytes) if job.pixel_bytes else None
@@ -443,14 +260,14 @@ class Board(Device):
             attempt.placed = pixels is not None
             # (one core: nothing to hold back for, as the host's own rule; the FIFO's back
             # pressure lets the next file follow at once)
-            seq, tail = self.link.post_file(tag, job.data, status, self.max_payload,
-                                            core=core if self.cores > 1 else None,
+            seq, tail = self.link.post_file(tag, job.data, status, max_payload,
+                                            core=core if self.device.cores > 1 else None,
                                             credit=credit)
             attempt.end_frame = (Opcode.JPEG_END, tag, tail, status | REQUEST_CLOSE, seq)
-            self._attempts[tag] = attempt
+            self.attempts[tag] = attempt
             return []
         attempt = _Attempt(tag, job, None, core, credit)
-        data, step = memoryview(job.data), self.max_payload
+        data, step = memoryview(job.data), max_payload
         frames = []
         for n, offset in enumerate(range(0, len(data), step)):
             last = offset + step >= len(data)
@@ -459,7 +276,7 @@ class Board(Device):
                            n & 0xFF))
         opcode, _, chunk, _, n = frames[-1]
         attempt.end_frame = (opcode, tag, chunk, status | REQUEST_CLOSE, n)
-        self._attempts[tag] = attempt
+        self.attempts[tag] = attempt
         return frames
 
     def _queue_files(self, batch):
@@ -484,7 +301,7 @@ class Board(Device):
 
     def _retire(self, attempt):
         """The attempt is over (finished, or to be resubmitted): its core's credit is free."""
-        del self._attempts[attempt.tag]
+        del self.attempts[attempt.tag]
         self._outstanding[attempt.core] -= attempt.credit
         self._work[attempt.core] -= attempt.job.work
         self._queued[attempt.core] -= 1
@@ -493,11 +310,12 @@ class Board(Device):
         """Drop every attempt in flight (late replies are ignored), close the packets that a
         lost final frame may have left open, free every core's credit, and put the files back
         in front of the queue."""
-        attempts = list(self._attempts.values())
-        self._attempts.clear()
-        self._outstanding = [0] * self.cores    # (the FIFOs may still hold voided bytes)
-        self._work = [0.0] * self.cores
-        self._queued = [0] * self.cores
+        attempts = list(self.attempts.values())
+        self.attempts.clear()
+        cores = self.device.cores
+        self._outstanding = [0] * cores         # (the FIFOs may still hold voided bytes)
+        self._work = [0.0] * cores
+        self._queued = [0] * cores
         self.link.abandon()                 # paced: their frames not yet written
         for attempt in attempts:
             if attempt.placed:
@@ -515,11 +333,13 @@ class Board(Device):
             job.why = why
             retry.appendleft(job)
 
-    def decode_jpegs(self, jobs):
-        if not self.cores:
+    def decode(self, jobs):
+        """:meth:`~dlforge.host.device.base.Device.decode_jpegs` on the device's cores."""
+        device = self.device
+        if not device.cores:
             # (a small FPGA carrying the engine or the link alone: JPEG frames would only be
             # refused as unknown opcodes, which looks like a damaged link)
-            raise ValueError(f"{self.name} has no JPEG decoder cores (it was built with "
+            raise ValueError(f"{device.name} has no JPEG decoder cores (it was built with "
                              "cores=0); decode on a board with a decoder, or on the cpu")
         jobs = iter(jobs)
         retry = deque()
@@ -532,8 +352,8 @@ class Board(Device):
             # top up the window, as far as the cores' credit allows
             batch = []
             held_back = False                   # a file waits for a core's room
-            while len(self._attempts) < self.window:
-                while retry and retry[0].tries >= self.retries:
+            while len(self.attempts) < self.window:
+                while retry and retry[0].tries >= device.retries:
                     job = retry.popleft()
                     results[job.index] = JpegReply(
                         job.key, JpegStatus.TRUNCATED,
@@ -581,9 +401,9 @@ class Board(Device):
                 # silence counts only while the host waits, not while its consumer is busy
                 self.link.last_activity = time.monotonic()
             waiting = retry or ahead
-            if exhausted and not self._attempts and not waiting and emit == index:
+            if exhausted and not self.attempts and not waiting and emit == index:
                 return
-            if not self._attempts and not waiting:
+            if not self.attempts and not waiting:
                 continue
             # sleep until bytes move or the silence deadline: no periodic wake-ups (and not
             # at all when replies came in while the host was away: another exchange on the
@@ -595,15 +415,15 @@ class Board(Device):
                 self._void_all("the device refused a damaged frame", retry)
             while self._finished:
                 attempt, record = self._finished.popleft()
-                if self._attempts.get(attempt.tag) is not attempt:
+                if self.attempts.get(attempt.tag) is not attempt:
                     continue
                 self._retire(attempt)
                 self._finish(attempt, record, results, retry)
-            if self._attempts and time.monotonic() - self.link.last_activity > self.timeout:
+            if self.attempts and time.monotonic() - self.link.last_activity > device.timeout:
                 self._silent(retry)
 
     def _wait_for_replies(self, held_back, exhausted, waiting):
-        """decode_jpegs' sleep: until bytes move or the silence deadline."""
+        """decode's sleep: until bytes move or the silence deadline."""
         try:
             quiet = time.monotonic() - self.link.last_activity
             # DMA links coalesce wake-ups: with every file submitted, wake when all are
@@ -611,16 +431,16 @@ class Board(Device):
             if held_back:
                 self.link.wake_ends = 1     # (a file waits for the next JPEG_END)
             elif exhausted and not waiting:
-                self.link.wake_ends = max(1, len(self._attempts))
-            elif len(self._attempts) >= self.window:
+                self.link.wake_ends = max(1, len(self.attempts))
+            elif len(self.attempts) >= self.window:
                 self.link.wake_ends = max(1, self.window // 2)
             else:
                 self.link.wake_ends = 1
             waited = time.perf_counter()
-            self.link.pump(max(0.001, self.timeout - quiet))
+            self.link.pump(max(0.001, self.device.timeout - quiet))
             self.decode_wait_s += time.perf_counter() - waited
         except DeviceGone as exc:
-            names = ", ".join(str(a.job.key) for a in self._attempts.values())
+            names = ", ".join(str(a.job.key) for a in self.attempts.values())
             raise DeviceGone(f"{exc}; files in flight: {names or 'none'}") from None
 
     def _job(self, index, key, data, fast, size=None, resize=None, scale=1):
@@ -631,9 +451,10 @@ class Board(Device):
         Pillow's).  A box outside the image, or an empty output, is refused here.  A scale
         other than 1 needs cores that scale (``scales``): ``size`` is then the scaled size,
         and the resize applies to the scaled image."""
-        if scale not in self.scales:
-            raise ValueError(f"{self.name} decodes at 1/{', 1/'.join(map(str, self.scales))}"
-                             f", not 1/{scale}")
+        device = self.device
+        if scale not in device.scales:
+            raise ValueError(f"{device.name} decodes at "
+                             f"1/{', 1/'.join(map(str, device.scales))}, not 1/{scale}")
         request = b""
         if resize is not None:
             try:
@@ -643,9 +464,9 @@ class Board(Device):
                     raise ValueError(f"output size {resize.out_size} must be positive")
             except ValueError as exc:
                 return JpegReply(key, JpegStatus.BAD_RESIZE, error=f"BAD_RESIZE: {exc}")
-            if self.resample_taps:
+            if device.resample_taps:
                 try:
-                    request = resize.request(self.resample_taps, self.resample_max)
+                    request = resize.request(device.resample_taps, device.resample_max)
                 except ValueError:
                     request = b""           # beyond the device's resampler: the host's job
         head = len(request) + (len(scale_word(scale)) if scale > 1 else 0)
@@ -683,7 +504,7 @@ class Board(Device):
             results[job.index] = JpegReply(job.key, status, width, height, cycles,
                                            pixels=pixels, resized=resized)
             return
-        if status.malformed and not self.transport.reliable and job.tries == 0 \
+        if status.malformed and not self.device.transport.reliable and job.tries == 0 \
                 and job.why is None:
             job.why = f"the device found it malformed ({status.name}); trying once more"
             retry.append(job)
@@ -692,85 +513,18 @@ class Board(Device):
                                        error=describe_status(status))
 
     def _silent(self, retry):
-        names = ", ".join(str(a.job.key) for a in self._attempts.values())
+        device = self.device
+        names = ", ".join(str(a.job.key) for a in self.attempts.values())
         # Paced: the frames still waiting (for a barrier answer that may have been lost) are
         # dropped, so the ping goes out now; they belong to attempts voided below.
         self.link.abandon()
         try:
-            self.ping(timeout=min(self.timeout, 5.0))
+            device.ping(timeout=min(device.timeout, 5.0))
         except LinkTimeout:
-            raise DeviceUnreachable(f"{self.name} stopped answering (silent for "
-                                    f"{self.timeout:g} s and no answer to a ping); files in "
+            raise DeviceUnreachable(f"{device.name} stopped answering (silent for "
+                                    f"{device.timeout:g} s and no answer to a ping); files in "
                                     f"flight: {names}") from None
         # The ping was answered after everything written before it: no barrier is pending.
         self.link.abandon(barrier=True)
-        self._void_all(f"no reply within {self.timeout:g} s", retry)
+        self._void_all(f"no reply within {device.timeout:g} s", retry)
         self.link.last_activity = time.monotonic()
-
-    # ---- convolution ------------------------------------------------------------------------
-    def conv_exchange(self, raw, result_bytes):
-        """Send an engine word stream, return its ``result_bytes`` of result words.
-
-        ``raw``: the bytes, or an iterable of byte strings (each a whole number of words)
-        made while the earlier ones travel: on a reliable link each is sent as soon as it
-        is made and the replies so far are taken in between, so the host's packing
-        overlaps the engine's work."""
-        if not self.array:
-            raise ValueError(f"{self.name} has no convolution engine")
-        lb = self.engine_word
-        step = max(lb, self.max_payload // lb * lb)
-        tag = self._tag()
-        self._conv[tag] = bytearray()
-        self._conv_refused = self._conv_damaged = False
-        if not isinstance(raw, (bytes, bytearray, memoryview)):
-            if self.transport.reliable:
-                for piece in raw:
-                    if len(piece) % lb:
-                        raise ValueError(f"engine words are {lb} bytes: a piece of "
-                                         f"{len(piece)} bytes")
-                    view = memoryview(piece)
-                    for i in range(0, len(view), step):
-                        self.link.queue(Opcode.CONV_WORDS, tag, view[i:i + step])
-                    self.link.pump(0)
-                raw = b""
-            else:
-                raw = b"".join(raw)
-        view = memoryview(raw)
-        chunks = [view[i:i + step] for i in range(0, len(view), step)]
-        deadline = time.monotonic() + self.timeout
-        if self.transport.reliable:
-            for chunk in chunks:
-                self.link.queue(Opcode.CONV_WORDS, tag, chunk)
-        else:
-            # stop and wait: a refused frame is sent again before the next one
-            for chunk in chunks:
-                for _ in range(self.retries + 1):
-                    self._conv_refused = False
-                    self.link.queue(Opcode.CONV_WORDS, tag, chunk)
-                    self.ping()
-                    if not self._conv_refused:
-                        break
-                else:
-                    raise LinkTimeout(f"{self.name}: engine words refused "
-                                      f"{self.retries + 1} times")
-        got = self._conv[tag]
-        moved = time.monotonic()
-        while len(got) < result_bytes:
-            if self.link.pump(0.05):
-                moved = time.monotonic()
-                deadline = moved + self.timeout
-            elif (self._conv_damaged or self._conv_refused) \
-                    and time.monotonic() > moved + 1.0:
-                break                           # frames lost: what is still due never comes
-            elif time.monotonic() > deadline:
-                del self._conv[tag]
-                raise LinkTimeout(f"{self.name}: the engine sent {len(got)} of {result_bytes} "
-                                  f"result bytes, then nothing for {self.timeout:g} s")
-        del self._conv[tag]
-        if self._conv_refused:
-            raise DeviceGone(f"{self.name}: the engine's words were refused (damaged on the "
-                             "way)")
-        if self._conv_damaged:
-            raise DeviceGone(f"{self.name}: engine results arrived damaged or a reply frame "
-                             "was lost")
-        return bytes(got[:result_bytes])
