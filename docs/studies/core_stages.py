@@ -6,7 +6,7 @@ stand between today's core and 100 MHz, and what each costs in area.
 Stages are built as the default core builds them at max width 4096 (the IDCT at 8 samples
 per clock, with and without the reduced IDCTs of scaled decodes; the optional resampler at
 2 pixels a clock: at 4 its 168 multipliers do not fit the 85F).  Minutes each (the IDCTs
-about four); results in docs/architecture.md ("The Huffman loop at 100 MHz").
+about four); results in docs/studies/huffman_loop.md.
 """
 import argparse
 import json

@@ -5,8 +5,8 @@ window, its refill, a writable lookup table (LUT-RAM, or EBR) per class (DC, AC)
 block bookkeeping (coefficient index, DC or AC next) and a register that keeps the result
 alive.  No checks, no pipeline behind the loop, no slow path: what is measured is the
 one-clock (or two-clock) recurrence that sets the clock of any decoder built on it.
-The results and the choice they led to are in docs/architecture.md ("The Huffman loop at
-100 MHz"); symbol_lengths.py gives the share of symbols each fast path covers.
+The results and the choice they led to are in docs/studies/huffman_loop.md;
+symbol_lengths.py gives the share of symbols each fast path covers.
 
     .venv/bin/python docs/studies/huffman_loop.py             # every variant, seeds 1-3
     .venv/bin/python docs/studies/huffman_loop.py rt2_6 --seeds 1
