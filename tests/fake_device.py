@@ -7,8 +7,9 @@ import struct
 from dlforge.host.link.transport import Transport
 from dlforge.rtl.jpeg.status import JpegStatus
 from dlforge.rtl.link.jpeg_reply import END_FORMAT as _RECORD
-from dlforge.rtl.link.protocol import (CORE_SHIFT, REQUEST_CLOSE, REQUEST_FAST, VERSION,
-                                       FrameDecoder, Opcode, Register, Status, encode_frame)
+from dlforge.host.link.frame_parser import FrameDecoder
+from dlforge.rtl.link.protocol import (CORE_SHIFT, REQUEST_CLOSE, REQUEST_FAST, VERSION, Opcode,
+                                       Register, Status, encode_frame)
 
 
 def fake_pixels(data):

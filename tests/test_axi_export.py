@@ -15,10 +15,12 @@ import pytest
 from amaranth import ClockDomain
 from amaranth.sim import Simulator
 
-from dlforge.gen.axi_command import TOP, add_axi_command, axi_manifest, export_axi
+from dlforge.gen.axi_export import TOP, axi_manifest, export_axi
+from dlforge.gen.commands import axi as axi_commands
 from dlforge.rtl.axi_export import OKAY, SLVERR, AxiAccelerator
-from dlforge.rtl.link.protocol import (HEADER_BYTES, TRAILER_BYTES, VERSION, FrameDecoder,
-                                       Opcode, Register, Status, encode_frame)
+from dlforge.rtl.link.protocol import (HEADER_BYTES, TRAILER_BYTES, VERSION, Opcode, Register,
+                                       Status, encode_frame)
+from dlforge.host.link.frame_parser import FrameDecoder
 
 MAX_PAYLOAD = 256
 
@@ -404,7 +406,7 @@ def test_the_verilog_of_a_full_configuration_matches_its_manifest(tmp_path):
 def _export_axi(argv):
     """``dlforge export-axi ARGV`` through the command's own parser registration."""
     parser = argparse.ArgumentParser(prog="dlforge")
-    add_axi_command(parser.add_subparsers(dest="command", required=True))
+    axi_commands.add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["export-axi", *argv])
     return args.func(args)
 

@@ -1,5 +1,5 @@
 """The DMA link's record ring parsed on the host alone: DmaLink hands on what
-protocol.FrameDecoder finds in the same reply stream, frame for frame, however the engine cut
+frame_parser.FrameDecoder finds in the same reply stream, frame for frame, however the engine cut
 it into records (whole frames parsed where they lie in the ring, frames cut across records
 through the buffer), damage included; payloads of whole frames are views of the ring."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from dlforge.host.link.dma import DmaLink
 from dlforge.rtl.link import dma_layout as layout
-from dlforge.rtl.link.protocol import (BARRIER_TAG, LINK_WIDTHS, FrameDecoder, Opcode, Status,
-                                       encode_frame)
+from dlforge.rtl.link.protocol import BARRIER_TAG, LINK_WIDTHS, Opcode, Status, encode_frame
+from dlforge.host.link.frame_parser import FrameDecoder
 
 from test_frame_link import _damaged_stream
 

@@ -9,8 +9,9 @@ import pytest
 
 from dlforge.host.link.frame_link import FrameLink
 from dlforge.host.link.transport import Transport
-from dlforge.rtl.link.protocol import (LINK_WIDTHS, FrameDecoder, Opcode, Status, encode_frame,
-                                       frame_bytes, header_beats)
+from dlforge.rtl.link.protocol import (LINK_WIDTHS, Opcode, Status, encode_frame, frame_bytes,
+                                       header_beats)
+from dlforge.host.link.frame_parser import FrameDecoder
 
 
 class SocketEnd(Transport):
@@ -323,7 +324,7 @@ def _damaged_stream(rng, w, count=40):
 @pytest.mark.parametrize("w", LINK_WIDTHS)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_replies_at_every_width_in_any_chunking_with_damage_skipped(w, seed):
-    """The host parses what protocol.FrameDecoder parses, frame for frame, whatever the
+    """The host parses what frame_parser.FrameDecoder parses, frame for frame, whatever the
     chunking of the received bytes: damaged headers skipped a beat at a time, damaged
     payloads delivered as BAD_CRC, garbage beats dropped."""
     rng = random.Random(seed * 100 + w)

@@ -11,8 +11,8 @@ from amaranth.sim import Simulator
 from amaranth_streams import send_beats
 
 from dlforge.rtl.link.control import LinkControl
-from dlforge.rtl.link.protocol import (FrameDecoder, Opcode, Register, Status, encode_frame,
-                                       frame_bytes)
+from dlforge.rtl.link.protocol import Opcode, Register, Status, encode_frame, frame_bytes
+from dlforge.host.link.frame_parser import FrameDecoder
 
 DATA_OP = Opcode.JPEG_DATA
 

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from dlforge.rtl.link.protocol import (HEADER_BYTES, MAX_PAYLOAD, FrameDecoder, Opcode, Status,
-                                       encode_frame)
+from dlforge.rtl.link.protocol import HEADER_BYTES, MAX_PAYLOAD, Opcode, Status, encode_frame
+from dlforge.host.link.frame_parser import FrameDecoder
 
 
 def _frames(rng, count):

@@ -20,8 +20,8 @@ import simplejpeg
 import skimage.data
 from PIL import Image
 
-from dlforge.rtl.link.protocol import (VERSION, FrameDecoder, Opcode, Register, Status,
-                                       encode_frame)
+from dlforge.rtl.link.protocol import VERSION, Opcode, Register, Status, encode_frame
+from dlforge.host.link.frame_parser import FrameDecoder
 from dlforge.rtl.link.jpeg_reply import parse_end
 from dlforge.sim.corpus import photos
 from dlforge.sim.board.build import DEFAULTS, build_board

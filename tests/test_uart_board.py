@@ -19,7 +19,8 @@ from dlforge.host.jpeg.decode_service import DecoderService
 from dlforge.host.device.open import open_device
 from dlforge.host.link.errors import DeviceUnreachable
 from dlforge.rtl.link.control import LinkControl
-from dlforge.rtl.link.protocol import BAUD, FrameDecoder, Opcode, encode_frame
+from dlforge.rtl.link.protocol import BAUD, Opcode, encode_frame
+from dlforge.host.link.frame_parser import FrameDecoder
 from dlforge.sim.board.process import SimBoard
 from dlforge.sim.board.cli import add_arguments
 from dlforge.sim.board.build import build_board

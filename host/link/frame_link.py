@@ -4,9 +4,9 @@ each other.
 Requests are queued with :meth:`FrameLink.queue`; :meth:`FrameLink.pump` writes what the link
 takes and parses what has arrived, calling ``on_frame(opcode, status, tag, payload, seq)`` for
 each whole frame.  Frame layout and CRCs: :mod:`dlforge.rtl.link.protocol` (the same module
-the gateware uses), which also builds the frames (``frame_parts``) and parses them
-(``FrameParser``, the host's one receive parser, which this link is): only the queues and
-the buffering are here.  The receive side hunts for the next magic after a damaged header,
+the gateware uses), which also builds the frames (``frame_parts``); they are parsed by
+:class:`~dlforge.host.link.frame_parser.FrameParser`, the host's one receive parser, which
+this link is: only the queues and the buffering are here.  The receive side hunts for the next magic after a damaged header,
 like the device does; a payload whose CRC-32 fails (checked only on links that are not
 reliable on their own) is delivered with ``status = Status.BAD_CRC`` so the caller can act on
 it.
@@ -44,9 +44,10 @@ link, whose width is 1: :func:`paced_bytes` counts unpadded frames.)
 import time
 from collections import deque
 
-from ...rtl.link.protocol import (BARRIER_TAG, HEADER_BYTES, TRAILER_BYTES, FrameParser, Opcode,
-                                  Status, frame_parts)
+from ...rtl.link.protocol import (BARRIER_TAG, HEADER_BYTES, TRAILER_BYTES, Opcode, Status,
+                                  frame_parts)
 from dlforge.host.link.errors import LinkTimeout
+from dlforge.host.link.frame_parser import FrameParser
 
 __all__ = ["FrameLink", "DATA_OPCODES", "paced_bytes"]
 
@@ -68,7 +69,7 @@ def paced_bytes(max_payload, barrier_resends=2, control_payload=7):
 class FrameLink(FrameParser):
     """Frames over a byte transport: requests queued and written as the transport takes
     them, replies parsed (headers checked, payload CRCs where the link is not reliable: the
-    protocol's :class:`~dlforge.rtl.link.protocol.FrameParser`, in place in this link's
+    host's :class:`~dlforge.host.link.frame_parser.FrameParser`, in place in this link's
     buffer), and pacing on links without flow control.  The board's one link interface; the
     DMA link (:class:`~dlforge.host.link.dma.DmaLink`) keeps it and adds files framed by its
     engine."""

@@ -5,7 +5,7 @@ what a board sends, with no recovery, no registers and no reordering (the runtim
 import time
 
 from dlforge.host.link.device_string import open_transport
-from dlforge.rtl.link.protocol import FrameDecoder
+from dlforge.host.link.frame_parser import FrameDecoder
 
 __all__ = ["RawFrameLink", "connect"]
 

@@ -25,9 +25,10 @@ from cocotb.triggers import FallingEdge, ReadOnly
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.rtl.link.jpeg_reply import parse_end
-from dlforge.rtl.link.protocol import (MAX_LENGTH, FrameDecoder, Opcode, Register, Status, VERSION,
-                                       array_word, check_header, encode_frame, file_requests,
-                                       header_beats, payload_beats)
+from dlforge.rtl.link.protocol import (MAX_LENGTH, Opcode, Register, Status, VERSION, array_word,
+                                       check_header, encode_frame, file_requests, header_beats,
+                                       payload_beats)
+from dlforge.host.link.frame_parser import FrameDecoder
 from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.tb.streams import start
 from dlforge.sim.models.jpeg_model import JpegDecodeError, decode

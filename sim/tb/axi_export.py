@@ -23,8 +23,9 @@ from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFra
                            AxiStreamSink, AxiStreamSource)
 
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.rtl.link.protocol import (FrameDecoder, Opcode, Register, VERSION, array_word,
-                                       encode_frame, file_requests)
+from dlforge.rtl.link.protocol import (Opcode, Register, VERSION, array_word, encode_frame,
+                                       file_requests)
+from dlforge.host.link.frame_parser import FrameDecoder
 from dlforge.sim.corpus import jpeg_corpus
 from dlforge.sim.models.jpeg_model import JpegDecodeError, decode
 
