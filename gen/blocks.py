@@ -42,6 +42,7 @@ class Block:
     cxx_opt: str = None        # gcc level of its Verilator builds (None: the runner's rule)
 
     def defaults(self):
+        """{parameter: its default}."""
         return {p.name: p.default for p in self.params}
 
     def module_name(self, params):
@@ -335,10 +336,12 @@ _FACTORIES = {"idct": _idct_block, "entropy": _entropy_block, "blocks": _blocks_
 
 
 def BLOCKS():
+    """The registered blocks' names, in the order the CLI lists them."""
     return tuple(_FACTORIES)
 
 
 def get_block(name):
+    """The :class:`Block` called ``name`` (KeyError naming the known blocks otherwise)."""
     try:
         return _FACTORIES[name]()
     except KeyError:

@@ -146,6 +146,8 @@ def _print_table(head, table):
 
 
 def main(argv=None):
+    """Run the demo (``python -m dlforge.gen.demo``, ``make demo``); the exit status: 1 if
+    any result differs from its reference."""
     parser = argparse.ArgumentParser(prog="python -m dlforge.gen.demo", description=__doc__)
     parser.add_argument("--photos", type=int, default=4, help="photo-corpus files to add")
     parser.add_argument("--folder", default="build/demo/jpeg", help="where the inputs go")

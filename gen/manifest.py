@@ -42,6 +42,8 @@ def describe_ports(component):
 
 
 def manifest(block, component, parameters, extra=None):
+    """A block's manifest: its name, parameters and ports (:func:`describe_ports`), then the
+    block's own facts ``extra``; ``dlforge gen`` writes it beside the Verilog."""
     return {
         "block": block,
         "top": block,

@@ -45,5 +45,7 @@ def test_unknown_models_and_options_are_refused(capsys):
         bench_network("vgg")
     with pytest.raises(ValueError, match="unknown model"):
         bench_network_images("vgg")
-    assert main(["bench", "network", "--model", "digits", "--layers", "conv1"]) == 2
-    assert "--layers is for the conv block" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:           # --layers is bench conv's option
+        main(["bench", "network", "--model", "digits", "--layers", "conv1"])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --layers conv1" in capsys.readouterr().err

@@ -6,7 +6,8 @@ import json
 import pytest
 import torch
 
-from dlforge.gen.bench.sched import bench_sched, main
+from dlforge.gen.bench.sched import bench_sched
+from dlforge.gen.cli import main
 
 KEYS = {"stock_images_per_s", "sched_images_per_s", "ratio", "max_param_abs_diff", "trace"}
 
@@ -29,25 +30,25 @@ def test_small_resnet_side_by_side(tmp_path):
 
 
 def test_command_prints_json(capsys):
-    assert main(["--model", "mlp", "--batch", "2", "--steps", "1", "--image-size", "8",
-                 "--warmup", "0", "--executor", "inline", "--json"]) == 0
+    assert main(["bench", "sched", "--model", "mlp", "--batch", "2", "--steps", "1",
+                 "--image-size", "8", "--warmup", "0", "--executor", "inline", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert KEYS <= set(result) and result["trace"] is None
     assert result["executor"] == "InlineExecutor" and result["steps"] == 1
 
 
 def test_command_prints_figures(capsys, tmp_path):
-    assert main(["--model", "shared", "--batch", "2", "--steps", "1", "--image-size", "8",
-                 "--trace", str(tmp_path / "t.json")]) == 0
+    assert main(["bench", "sched", "--model", "shared", "--batch", "2", "--steps", "1",
+                 "--image-size", "8", "--trace", str(tmp_path / "t.json")]) == 0
     out = capsys.readouterr().out
     assert "images/s" in out and "ratio" in out and str(tmp_path / "t.json") in out
 
 
 def test_command_refuses(capsys):
     with pytest.raises(SystemExit):
-        main(["--model", "vgg"])
+        main(["bench", "sched", "--model", "vgg"])
     if not torch.cuda.is_available():
-        assert main(["--device", "cuda"]) == 2
+        assert main(["bench", "sched", "--device", "cuda"]) == 2
         assert "no CUDA" in capsys.readouterr().err
 
 

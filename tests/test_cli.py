@@ -45,6 +45,31 @@ def test_unknown_block_is_rejected():
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
+def test_a_block_command_takes_that_blocks_parameters_only(tmp_path, capsys):
+    """``gen``, ``sim`` and ``synth`` have a subcommand per block with its own parameters:
+    another block's is refused, and the help gives this block's defaults."""
+    from dlforge.gen.blocks import BLOCKS
+    with pytest.raises(SystemExit) as refused:
+        main(["gen", "idct", "--taps", "3", "-o", str(tmp_path)])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --taps 3" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(SystemExit):
+        main(["gen", "--help"])
+    text = capsys.readouterr().out
+    assert all(f"\n    {name} " in text for name in BLOCKS())
+    for command in ("gen", "sim", "synth"):
+        with pytest.raises(SystemExit):
+            main([command, "resample", "--help"])
+        text = capsys.readouterr().out
+        assert text.startswith(f"usage: dlforge {command} resample ")
+        assert "--taps" in text and "--lanes" in text
+        assert "--rows" not in text and "--samples-per-clock" not in text
+    with pytest.raises(SystemExit):
+        main(["gen", "blocks", "--help"])
+    assert "(default 8; one of 1, 2, 4, 8)" in capsys.readouterr().out     # not idct's 1
+
+
 @pytest.mark.verilator
 def test_sim_prints_table_and_json(tmp_path):
     env = dict(os.environ)

@@ -140,17 +140,24 @@ def test_every_bench_prints_one_json_object_with_json_and_a_table_without(
     assert len(lines) >= 3 and not table.lstrip().startswith("{")
 
 
+def _bench_names():
+    """Every bench ``dlforge bench`` offers, from its parser."""
+    commands = build_parser()._subparsers._group_actions[0].choices
+    return list(commands["bench"]._subparsers._group_actions[0].choices)
+
+
 def test_bench_sched_takes_json_too():
-    from dlforge.gen.bench.sched import _parser
-    assert _parser().parse_args(["--json"]).json
+    args = build_parser().parse_args(["bench", "sched", "--json"])
+    assert args.json and args.bench == "sched"
 
 
 def test_every_bench_choice_parses_json():
+    names = _bench_names()
+    assert names == ["idct", "entropy", "blocks", "jpeg", "conv", "resample", "device",
+                     "loader", "sim-board", "sched", "network"]
     parser = build_parser()
-    choices = parser._subparsers._group_actions[0].choices["bench"]._actions
-    blocks = next(a for a in choices if a.dest == "block").choices
-    for block in blocks:
-        assert parser.parse_args(["bench", block, "--json"]).json
+    for name in names:
+        assert parser.parse_args(["bench", name, "--json"]).json
 
 
 def test_block_bench_table_has_the_headline_first_and_aligned_file_columns(fake_benches,
@@ -220,8 +227,117 @@ def test_the_block_benches_check_by_default_and_say_so(monkeypatch):
 
 
 def test_no_check_only_where_a_bench_can_skip_it(fake_benches, capsys):
-    assert main(["bench", "device", "--no-check"]) == 2
-    assert "always checks" in capsys.readouterr().err and not fake_benches
+    with pytest.raises(SystemExit) as refused:
+        main(["bench", "device", "--no-check"])
+    assert refused.value.code == 2 and not fake_benches
+    assert "unrecognized arguments: --no-check" in capsys.readouterr().err
+
+
+# ---- each bench's own options ------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["device", "--taps", "3"], ["device", "--model", "digits"], ["device", "--passes", "2"],
+    ["loader", "--corpus", "photos"], ["loader", "--limit", "2"], ["loader", "--cores", "2"],
+    ["sim-board", "--json", "--link-bytes", "4"], ["network", "--layers", "conv1"],
+    ["network", "--psum-depth", "32"], ["idct", "--limit", "2"], ["idct", "--cores", "2"],
+    ["idct", "--plot", "x.png"], ["entropy", "--samples-per-clock", "8"],
+    ["jpeg", "--rows", "4"], ["jpeg", "--model", "resnet18"], ["conv", "--corpus", "photos"],
+    ["conv", "--max-width", "512"], ["resample", "--corpus", "photos"],
+    ["sched", "--corpus", "photos"], ["sched", "--taps", "3"]], ids=" ".join)
+def test_a_bench_refuses_another_benchs_option(argv, fake_benches, capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(["bench", *argv])
+    assert refused.value.code == 2 and not fake_benches
+    assert f"unrecognized arguments: {argv[-2]}" in capsys.readouterr().err
+
+
+def test_bench_help_lists_the_benches_and_a_bench_its_own_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = capsys.readouterr().out
+    for name in _bench_names():
+        assert f"\n    {name} " in text or f"\n    {name}\n" in text, name
+    assert "--taps" not in text and "--model" not in text
+    with pytest.raises(SystemExit):
+        main(["bench", "device", "--help"])
+    text = capsys.readouterr().out
+    assert text.startswith("usage: dlforge bench device ")
+    for option in ("--corpus", "--limit", "--cores", "--link-bytes", "--conv", "--no-reference",
+                   "--transform", "--scale", "--plot", "--json", "FILE"):
+        assert option in text, option
+    for option in ("--taps", "--psum-depth", "--model", "--passes", "--no-check", "--sim"):
+        assert option not in text, option
+    with pytest.raises(SystemExit):
+        main(["bench", "resample", "--help"])
+    text = capsys.readouterr().out
+    assert "--taps" in text and "--lanes" in text and "--samples-per-clock" not in text
+    assert "--corpus" not in text and "--plot" not in text
+
+
+def test_building_the_parser_does_not_import_pytorch():
+    """``bench sched``'s options come from modules that import PyTorch (optional): they are
+    added when that bench is used, not whenever ``dlforge`` starts."""
+    import subprocess
+    import sys
+    code = ("import sys\nfrom dlforge.gen.cli import build_parser\n"
+            "parser = build_parser()\nparser.parse_args(['bench', 'device', '--json'])\n"
+            "assert 'torch' not in sys.modules\n"
+            "assert parser.parse_args(['bench', 'sched', '--model', 'mlp']).model == 'mlp'\n"
+            "assert 'torch' in sys.modules\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+#: Every ``dlforge bench`` command line of the README, docs/*.md, the Makefile and the tests,
+#: with what it parses to.
+DOCUMENTED = [
+    ("device --corpus photos --json", {"corpus": "photos", "json": True}),
+    ("device --corpus photos --no-reference --plot docs/img/bench_device.png",
+     {"no_reference": True, "plot": "docs/img/bench_device.png"}),
+    ("device --corpus photos --conv --no-reference --json", {"conv": True}),
+    ("device --corpus photos --cores 4 --link-bytes 16 --no-reference --json",
+     {"cores": 4, "link_bytes": 16}),
+    ("device --transform eval --no-reference", {"transform": "eval"}),
+    ("device --transform eval --scale 1/2 --no-reference", {"scale": 2}),
+    ("jpeg --corpus photos --json", {"corpus": "photos", "files": []}),
+    ("jpeg --max-width 512 --json a.jpg b.jpg", {"max_width": 512, "files": ["a.jpg", "b.jpg"]}),
+    ("entropy --corpus photos --limit 16 --json", {"limit": 16}),
+    ("entropy --limit 2 --json", {"limit": 2}),
+    ("blocks --limit 16", {"limit": 16}),
+    ("idct --samples-per-clock 4 --json", {"samples_per_clock": 4}),
+    ("resample --taps 17", {"taps": 17}),
+    ("resample --taps 9 --max-columns 128 --max-rows 128 --json", {"max_columns": 128}),
+    ("conv --model resnet18", {"model": "resnet18", "device": None}),
+    ("conv --device sim", {"device": "sim"}),
+    ("loader", {"device": "sim:dma", "transform": None}),
+    ("loader --json", {"json": True}),
+    ("loader --transform eval", {"transform": "eval"}),
+    ("loader --transform train", {"transform": "train"}),
+    ("loader --device cpu --transform eval --passes 2 --batches 1 --json",
+     {"device": "cpu", "passes": 2, "batches": 1}),
+    ("sim-board", {"cores": 1}),
+    ("network --model resnet18 --limit 4 --json", {"model": "resnet18", "limit": 4}),
+    ("network --model digits --json", {"model": "digits", "images": False}),
+    ("network --images --model resnet18 --limit 16 --json", {"images": True}),
+    ("network --images --model digits", {"images": True, "device": "sim"}),
+    ("sched", {"device": "cpu"}),
+    ("sched --model resnet18 --batch 8 --steps 3", {"batch": 8, "steps": 3}),
+]
+
+
+@pytest.mark.parametrize("line, expected", DOCUMENTED, ids=[d[0] for d in DOCUMENTED])
+def test_documented_bench_command_lines_keep_their_meaning(line, expected, monkeypatch):
+    """Parsed by ``main`` as a user runs it (files after options included), the bench
+    itself replaced by a recorder."""
+    from dlforge.gen.commands import bench
+    parsed = []
+    for name in ("cmd_bench", "cmd_bench_sched"):
+        monkeypatch.setattr(bench, name, lambda args: parsed.append(args) or 0)
+    argv = ["bench", *line.split()]
+    assert main(argv) == 0
+    assert parsed[0].bench == argv[1]
+    for key, value in expected.items():
+        assert getattr(parsed[0], key) == value, key
 
 
 class _Quiet:
@@ -287,8 +403,10 @@ def test_bench_plot_through_the_command(fake_benches, tmp_path, capsys):
 
 
 def test_plot_is_refused_before_a_bench_it_cannot_draw(fake_benches, tmp_path, capsys):
-    assert main(["bench", "loader", "--plot", str(tmp_path / "x.png")]) == 2
-    assert "--plot draws" in capsys.readouterr().err and not fake_benches
+    with pytest.raises(SystemExit) as refused:
+        main(["bench", "loader", "--plot", str(tmp_path / "x.png")])
+    assert refused.value.code == 2 and not fake_benches
+    assert "unrecognized arguments: --plot" in capsys.readouterr().err
 
 
 def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, fake_benches, tmp_path,

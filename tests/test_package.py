@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # every package of the tree (a wheel that left one out would fail here)
 SUBPACKAGES = ["rtl", "rtl.jpeg", "rtl.conv", "rtl.link", "rtl.resample", "gen", "gen.bench",
-               "host", "host.link", "host.device", "host.jpeg", "host.conv", "host.sched",
+               "gen.commands", "host", "host.link", "host.device", "host.jpeg", "host.conv", "host.sched",
                "sim", "sim.models", "sim.corpus", "sim.tb", "sim.board", "sim.tools", "boards"]
 
 

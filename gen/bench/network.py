@@ -55,6 +55,9 @@ def _digits(images, seed):
 
 
 def bench_network(model="digits", images=None, device="sim", seed=0, progress=None):
+    """``model`` ("digits" or "resnet18") quantised and run on ``device``, the pipelined
+    integration against the naive one, every output checked against the golden network
+    model; ``images``: how many (see the module's docstring).  The report as a dict."""
     import torch
     from dlforge.host.conv.compile import compile_module
     from dlforge.host.conv.digits import top1

@@ -15,9 +15,7 @@ CUDA): stock is ``DistributedDataParallel``, the scheduled version is
 :class:`~dlforge.host.sched.grad_exchange.GradExchange`; each process trains on its own batches.
 """
 
-import argparse
 import copy
-import json
 import socket
 import sys
 import tempfile
@@ -30,9 +28,9 @@ import torch.nn.functional as F
 from dlforge.host.sched.gpu_feed import Augment, GpuFeed
 from dlforge.host.sched.models import MODELS, build_model
 from dlforge.host.sched.trace import Timeline, write_trace
-from dlforge.host.sched.split_backward import EXECUTORS, SplitBackward
+from dlforge.host.sched.split_backward import SplitBackward
 
-__all__ = ["bench_sched", "main", "free_port"]
+__all__ = ["bench_sched", "free_port"]
 
 
 
@@ -254,60 +252,3 @@ def _spawn(cfg, world_size):
             t.spans = list(spans)
             timelines.append(t)
     return ranks[0]["result"], timelines
-
-
-def _parser():
-    p = argparse.ArgumentParser(prog="dlforge bench sched", description=(
-        "Train stock PyTorch and the scheduled backward (input gradients first, weight "
-        "gradients and all-reduces overlapped) side by side; print images/s of both."))
-    p.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
-    p.add_argument("--model", choices=MODELS, default="resnet18")
-    p.add_argument("--batch", type=int, default=None, help="images per process and step")
-    p.add_argument("--steps", type=int, default=None, help="timed steps (after --warmup)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
-    p.add_argument("--world-size", type=int, default=1,
-                   help="processes (gloo on CPU, nccl on CUDA with one GPU each)")
-    p.add_argument("--image-size", type=int, default=None, help="pixels a side")
-    p.add_argument("--classes", type=int, default=None, help="output classes")
-    p.add_argument("--executor", choices=EXECUTORS, default="auto",
-                   help="where weight gradients run (auto: side stream on CUDA, thread on CPU)")
-    p.add_argument("--bucket-mb", type=float, default=25.0, help="all-reduce bucket size")
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    p.add_argument("--trace", metavar="FILE", default=None,
-                   help="write a Chrome/Perfetto trace JSON here")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    return p
-
-
-def main(argv=None):
-    """``dlforge bench sched ...`` (``argv``: the arguments after ``bench sched``)."""
-    from dlforge.sim.tools.progress import Progress
-    args = _parser().parse_args(argv)
-    try:
-        with Progress("dlforge bench sched") as progress:
-            progress.phase(f"{args.model} on {args.device}: stock PyTorch, then the "
-                           f"scheduled backward")
-            result = bench_sched(args.device, args.model, args.batch, args.steps,
-                                 args.world_size, args.trace, args.image_size, args.classes,
-                                 args.warmup, args.executor, args.bucket_mb,
-                                 threads=args.threads)
-    except ValueError as error:
-        print(f"dlforge bench sched: {error}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    print(f"{result['model']} on {result['device']}, batch {result['batch']} x "
-          f"{result['world_size']} process(es), {result['steps']} steps, "
-          f"{result['image_size']} px, executor {result['executor']}")
-    print(f"  stock      {result['stock_images_per_s']:10.2f} images/s")
-    print(f"  scheduled  {result['sched_images_per_s']:10.2f} images/s")
-    print(f"  ratio      {result['ratio']:10.4f}  (scheduled / stock)")
-    print(f"  max |param difference| after the steps: {result['max_param_abs_diff']:.3g}")
-    if result["trace"]:
-        print(f"  trace: {result['trace']}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

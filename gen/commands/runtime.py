@@ -1,15 +1,17 @@
-"""The commands that run work through a device: ``decode``, ``conv``, ``stream``,
-``sim-board`` and ``bench loader``.  Every one takes the same device strings
+"""The commands that run work through a device: ``decode``, ``conv``, ``stream`` and
+``sim-board`` (the simulated board they connect to).  Every one takes the same device strings
 (:data:`dlforge.host.device.open.DEVICE_HELP`)."""
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 from dlforge.host.device.open import DEVICE_HELP
 
-__all__ = ["add_runtime_commands"]
+from .options import scale
+
+__all__ = ["add_commands", "cmd_conv", "cmd_decode", "cmd_sim_board", "cmd_stream",
+           "stream_report"]
 
 
 def _decode_resize(args):
@@ -54,7 +56,8 @@ def _decode_resize(args):
 
 def cmd_decode(args):
     """Decode files on a device (cropped and resized as asked: on the device where its cores
-    have resamplers); write <stem>.npy (or .png) per file; JSON or a table."""
+    have resamplers); write <stem>.npy (or .png) per file; JSON or a table.  The device's
+    results as a user gets them, without writing Python; exit 1 if a file failed."""
     import numpy as np
     from dlforge.host.jpeg.decode_service import DecoderService
     missing = [f for f in args.files if not Path(f).is_file()]
@@ -97,10 +100,11 @@ def cmd_decode(args):
 
 
 def cmd_conv(args):
-    """One layer on a device; Y.npy out."""
+    """Run one quantised convolution layer (int8 tensors from .npy files) on a device and
+    write Y.npy: the engine used from the shell, its cycles and utilisation beside."""
     import numpy as np
     from dlforge.host.conv.run import run_conv
-    from ..rtl.conv.config import EngineConfig
+    from dlforge.rtl.conv.config import EngineConfig
 
     def load(path, what):
         if path is None:
@@ -148,7 +152,9 @@ def stream_report(loader, wall_s, cpu_s):
 
 
 def cmd_stream(args):
-    """Stream batches of images through a device into tensors; print the figures."""
+    """Stream batches of images through a device into tensors (the PyTorch loader) and print
+    the loader's figures: images per second, host CPU and device cycles per image; exit 1 if
+    an image failed."""
     try:
         from dlforge.host.jpeg.loader import JpegBatches
     except ImportError as exc:
@@ -196,6 +202,8 @@ def cmd_stream(args):
 
 
 def cmd_sim_board(args):
+    """Build and run the simulated board in the foreground, printing the device string that
+    every other command can connect to (:func:`dlforge.sim.board.cli.run_command`)."""
     from dlforge.sim.board.cli import run_command
     return run_command(args)
 
@@ -205,15 +213,9 @@ SCALE_HELP = ("decode at 1/2, 1/4 or 1/8 first (libjpeg-turbo's DCT-domain downs
               "and crop the scaled image")
 
 
-def _scale(text):
-    from dlforge.host.jpeg.scaled_decode import parse_scale
-    try:
-        return parse_scale(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_runtime_commands(sub):
+def add_commands(sub):
+    """Register ``decode``, ``conv``, ``stream`` and ``sim-board`` on the ``dlforge``
+    subparsers ``sub``."""
     decode = sub.add_parser("decode", help="decode JPEG files on a device")
     decode.add_argument("files", nargs="+", metavar="FILE")
     decode.add_argument("--device", default="sim", help=DEVICE_HELP)
@@ -230,7 +232,7 @@ def add_runtime_commands(sub):
                              "train = RandomResizedCrop(224) and the flip (--size, --seed)")
     decode.add_argument("--size", type=int, default=None,
                         help="the --transform's output side (224)")
-    decode.add_argument("--scale", type=_scale, default=1, metavar="1/2|1/4|1/8",
+    decode.add_argument("--scale", type=scale, default=1, metavar="1/2|1/4|1/8",
                         help=SCALE_HELP)
     decode.add_argument("--seed", type=int, default=0, help="the train draws' seed")
     decode.add_argument("--epoch", type=int, default=0, help="the train draws' epoch")
@@ -278,7 +280,7 @@ def add_runtime_commands(sub):
                              "Resize(N), CenterCrop(C): the eval transform with these sizes)")
     stream.add_argument("--crop", type=int, default=None, metavar="C",
                         help="with --resize: the centre CxC")
-    stream.add_argument("--scale", type=_scale, default=1, metavar="1/2|1/4|1/8",
+    stream.add_argument("--scale", type=scale, default=1, metavar="1/2|1/4|1/8",
                         help=SCALE_HELP)
     stream.add_argument("--seed", type=int, default=0, help="train: the draws' seed")
     stream.add_argument("--progress", action="store_true", help="a progress bar on stderr")

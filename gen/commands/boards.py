@@ -3,12 +3,16 @@
 import json
 import sys
 
-__all__ = ["add_board_commands"]
+from dlforge.sim.tools.progress import Progress
+
+__all__ = ["add_commands", "cmd_build", "cmd_program"]
 
 
 def cmd_build(args):
-    from ..boards.build import BuildFailed, build_board
-    from dlforge.sim.tools.progress import Progress
+    """Build a board's bitstream with the YoWASP tools and print its report (Fmax, timing,
+    resources against the device's capacity); exit 1 if it does not fit or misses the clock,
+    the report printed all the same, so a failed build still says why."""
+    from dlforge.boards.build import BuildFailed, build_board
     with Progress(f"dlforge build {args.board}") as progress:
         try:
             report = build_board(args.board, cores=args.cores, freq_mhz=args.freq,
@@ -43,14 +47,17 @@ def _print_report(r):
 
 
 def cmd_program(args):
-    from ..boards.program import program_board
+    """Load a bitstream (default: the board's last ``dlforge build``) into the board with
+    openFPGALoader, into its configuration RAM or, with ``--flash``, its SPI flash."""
+    from dlforge.boards.program import program_board
     print(program_board(args.board, args.bitstream, flash=args.flash))
     return 0
 
 
-def add_board_commands(sub):
-    from ..boards.presets import BOARDS
-    from ..rtl.small_ram import SMALL_RAMS
+def add_commands(sub):
+    """Register ``build`` and ``program`` on the ``dlforge`` subparsers ``sub``."""
+    from dlforge.boards.presets import BOARDS
+    from dlforge.rtl.small_ram import SMALL_RAMS
     names = tuple(BOARDS)
     build = sub.add_parser("build", help="bitstream for a board with the YoWASP tools: Fmax, "
                                          "timing and resources (fails if it does not fit or "

@@ -1,14 +1,14 @@
-"""``dlforge export-axi``: the accelerator as Verilog with AXI ports, and the manifest a shell
-integrator reads instead of our source (docs/axi-export.md)."""
+"""The accelerator as Verilog with AXI ports, and the manifest a shell integrator reads
+instead of our source (docs/axi-export.md); ``dlforge export-axi`` writes them
+(:mod:`dlforge.gen.commands.axi`)."""
 
 import json
 from pathlib import Path
 
-from ..rtl.conv.config import parse_engine
 from ..rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .manifest import describe_shape
 
-__all__ = ["TOP", "add_axi_command", "axi_manifest", "export_axi"]
+__all__ = ["TOP", "axi_manifest", "export_axi"]
 
 TOP = "dlforge_axi"
 
@@ -160,43 +160,3 @@ def export_axi(out_dir, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT
     info = axi_manifest(component, path.name)
     (out_dir / "manifest.json").write_text(json.dumps(info, indent=2) + "\n")
     return path, info
-
-
-def cmd_export_axi(args):
-    path, info = export_axi(args.output, cores=args.cores, max_width=args.max_width,
-                            max_height=args.max_height, max_payload=args.max_payload,
-                            reply_payload=args.reply_payload, conv=parse_engine(args.engine),
-                            addr_width=args.addr_width, link_bytes=args.link_bytes)
-    if args.json:
-        print(json.dumps(info, indent=2))
-    else:
-        print(f"wrote {path} and {path.parent / 'manifest.json'} "
-              f"(top {info['top']}, {len(info['ports'])} ports)")
-    return 0
-
-
-def add_axi_command(sub):
-    """Register ``export-axi`` on the ``dlforge`` subparsers ``sub``."""
-    p = sub.add_parser("export-axi", help="the accelerator as Verilog with AXI4-Stream and "
-                                          "AXI4-Lite ports plus manifest.json, for a PCIe DMA "
-                                          "shell such as XDMA")
-    p.add_argument("-o", "--output", required=True, help="output folder")
-    p.add_argument("--cores", type=int, default=1, help="JPEG decoder cores, 0-16 (default 1)")
-    p.add_argument("--max-width", type=int, default=DEFAULT_MAX_WIDTH,
-                   help=f"widest image (default {DEFAULT_MAX_WIDTH})")
-    p.add_argument("--max-height", type=int, default=DEFAULT_MAX_HEIGHT,
-                   help=f"tallest image (default {DEFAULT_MAX_HEIGHT})")
-    p.add_argument("--max-payload", type=int, default=None,
-                   help="largest request payload in bytes (default 4096)")
-    p.add_argument("--reply-payload", type=int, default=None,
-                   help="largest reply payload in bytes (default: --max-payload)")
-    p.add_argument("--engine", default="none", metavar="none|RxCxS",
-                   help="convolution engine: rows x columns x int8 lanes, other sizes as "
-                        "EngineConfig's defaults; or none (default)")
-    p.add_argument("--addr-width", type=int, default=8,
-                   help="AXI4-Lite address bits, 8-32 (default 8: the 64 registers exactly)")
-    p.add_argument("--link-bytes", type=int, default=1, choices=(1, 4, 8, 16, 32, 64),
-                   help="stream width in bytes: 8..64 for XDMA's 64..512-bit streams "
-                        "(default 1)")
-    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
-    p.set_defaults(func=cmd_export_axi)

@@ -17,7 +17,7 @@ import sys
 
 from dlforge.gen.bench.device import ECP5_ENGINE_BOARD_MHZ, XDMA_MHZ
 
-__all__ = ["add_infer_command"]
+__all__ = ["add_commands", "cmd_infer"]
 
 
 def _load(path, what):
@@ -44,6 +44,9 @@ def _calibration(path, exported, resize):
 
 
 def cmd_infer(args):
+    """Quantise the exported float model with the calibration data, run it on the device
+    (``--input`` arrays, or ``--images``: decode -> infer) and write the float logits; every
+    run checked against the golden network model in the same run, exit 1 if they differ."""
     import numpy as np
     import torch
     from dlforge.host.conv.engine_module import EngineModule
@@ -142,7 +145,8 @@ def _infer_images(args, exported, calibration, clocks):
     return 1 if run.report["failed"] else 0
 
 
-def add_infer_command(sub):
+def add_commands(sub):
+    """Register ``infer`` on the ``dlforge`` subparsers ``sub``."""
     from dlforge.host.device.open import DEVICE_HELP
     infer = sub.add_parser("infer", help="run a PyTorch model (torch.export) on a device, "
                                          "quantised to int8")
