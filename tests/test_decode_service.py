@@ -47,7 +47,7 @@ def test_cpu_device(files):
     assert "Premature end" in results[3].error
     assert "NO_SOI" in results[5].error
     assert all(r.cycles is None for r in results)
-    assert service.counts == {"ok": 3, "fallback": 1, "error": 2}
+    assert service.counts == {"ok": 3, "fallback": 1, "error": 2, "damaged": 0}
     _check_images(files, results)
 
 

@@ -3,9 +3,9 @@ device's parser) on every verdict it can give without the entropy-coded data."""
 
 import pytest
 
-from dlforge.host.jpeg.precheck import precheck
+from dlforge.host.jpeg.precheck import drop_extraneous_bytes, precheck
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.rtl.jpeg.syntax import Marker
+from dlforge.rtl.jpeg.syntax import Marker, walk_segments
 from dlforge.sim.corpus import jpeg_corpus, photos
 from dlforge.sim.models.jpeg_parse import JpegDecodeError, parse_headers
 
@@ -47,3 +47,21 @@ def test_limits_and_garbage():
     assert precheck(b"")[0] == S.NO_SOI
     assert precheck(Marker.SOI.bytes + b"\xff")[0] == S.TRUNCATED
     assert precheck(data[:200])[0] == S.TRUNCATED
+
+
+def test_extraneous_bytes_are_dropped_as_libjpeg_skips_them():
+    """Junk put between a real file's header segments comes out again, giving back the file
+    as it was; what Pillow would not open (junk right after SOI) and other damage are not
+    repaired."""
+    data = jpeg_corpus.photo_corpus()[0].data
+    starts = [o for m, o, _ in walk_segments(data)]
+    damaged = (data[:starts[1]] + b"\x00\x11" + data[starts[1]:starts[3]]
+               + b"\xff\x00\x22" + data[starts[3]:])
+    assert precheck(damaged)[0] == S.UNEXPECTED_MARKER
+    repaired, what = drop_extraneous_bytes(damaged)
+    assert repaired == data and precheck(repaired)[0] == S.OK
+    assert what == (f"2 extraneous bytes before marker 0x{data[starts[1] + 1]:02X}; "
+                    f"3 extraneous bytes before marker 0x{data[starts[3] + 1]:02X}")
+    assert drop_extraneous_bytes(data) is None
+    assert drop_extraneous_bytes(data[:2] + b"\x00" + data[2:]) is None
+    assert drop_extraneous_bytes(damaged[:starts[3] + 5]) is None        # cut, too

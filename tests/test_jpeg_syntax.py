@@ -98,3 +98,23 @@ def test_broken_structure_gets_the_decoders_status(data, status, offset):
     with pytest.raises(JpegDecodeError) as info:
         list(walk_segments(data))
     assert (info.value.status, info.value.offset) == (status, offset)
+
+
+def test_extraneous_bytes_skipped_as_libjpeg_skips_them():
+    """With ``extraneous``, junk before a marker (bytes other than FF, FF 00 pairs) is
+    stepped over and reported with libjpeg's count and the marker it stands before; without
+    it, the same file fails as the decoder fails."""
+    data = jpeg_corpus.photo_corpus()[0].data
+    dqt = next(o for m, o, _ in walk_segments(data) if m == M.DQT)
+    damaged = data[:dqt] + b"\x01\xff\x00\xff\xff\x00\x02" + data[dqt:]
+    with pytest.raises(JpegDecodeError) as strict:
+        list(walk_segments(damaged))
+    assert strict.value.status == S.UNEXPECTED_MARKER
+    found = []
+    walked = [m for m, _, _ in walk_segments(damaged, extraneous=found)]
+    assert walked == [m for m, _, _ in walk_segments(data)]
+    assert found == [(dqt, dqt + 7, 6, M.DQT)]      # 01, FF 00, FF FF 00 (two each), 02
+    assert list(walk_segments(data, extraneous=found)) == list(walk_segments(data))
+    with pytest.raises(JpegDecodeError) as cut:
+        list(walk_segments(data[:dqt] + b"\x01\x02", extraneous=[]))
+    assert cut.value.status == S.TRUNCATED

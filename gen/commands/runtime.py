@@ -7,11 +7,16 @@ import time
 from pathlib import Path
 
 from dlforge.host.device.open import DEVICE_HELP
+from dlforge.host.jpeg.host_decode import ON_DAMAGE
 
 from .options import scale
 
 __all__ = ["add_commands", "cmd_conv", "cmd_decode", "cmd_sim_board", "cmd_stream",
            "stream_report"]
+
+ON_DAMAGE_HELP = ("a damaged file (one libjpeg decodes only with a warning): decoded as Pillow "
+                  "decodes it, with what was tolerated in its verdict (pillow, the default), "
+                  "or an error (error)")
 
 
 def _decode_resize(args):
@@ -64,7 +69,7 @@ def cmd_decode(args):
     if missing:
         raise ValueError(f"no such file: {missing[0]}")
     resize, flips = _decode_resize(args)
-    with DecoderService(args.device, args.upsample) as service:
+    with DecoderService(args.device, args.upsample, on_damage=args.on_damage) as service:
         results = list(service.decode(args.files, resize=resize, scale=args.scale))
         name = service.device.name
     for r in results:
@@ -95,7 +100,8 @@ def cmd_decode(args):
             cycles = f"{r.cycles} cycles" if r.cycles is not None else ""
             by = f" resized on the {r.resized}" if r.resized else ""
             print(f"{r.status:<8} {size:>11} {cycles:>14}  {r.name}{by}"
-                  + (f"  ({r.error})" if r.error else ""))
+                  + (f"  ({r.error})" if r.error else "")
+                  + (f"  [{r.damage}]" if r.damage and r.status != "error" else ""))
     return 1 if any(r.status == "error" for r in results) else 0
 
 
@@ -143,7 +149,7 @@ def stream_report(loader, wall_s, cpu_s):
     images = s["images"]
     on_device = s["ok"]
     return {"images": images, "ok": s["ok"], "fallback": s["fallback"], "error": s["error"],
-            "batches": s["batches"],
+            "damaged": s["damaged"], "batches": s["batches"],
             "images_per_s": round(images / wall_s, 3) if wall_s else None,
             "host_cpu_s_per_image": round(cpu_s / images, 6) if images else None,
             "device_cycles_per_image": round(s["device_cycles"] / on_device)
@@ -177,7 +183,8 @@ def cmd_stream(args):
     loader = JpegBatches(source, args.batch, size=size, layout=args.layout,
                          device=args.device, upsample=args.upsample,
                          progress=args.progress and not args.json, transform=transform,
-                         seed=args.seed, eval_resize=eval_resize, scale=args.scale)
+                         seed=args.seed, eval_resize=eval_resize, scale=args.scale,
+                         on_damage=args.on_damage)
     wall, cpu = time.perf_counter(), time.process_time()
     shapes = set()
     for batch in loader:
@@ -193,7 +200,8 @@ def cmd_stream(args):
     else:
         print(f"{report['images']} images in {report['batches']} batches of up to {args.batch} "
               f"({args.layout}, {args.size or 'native'} px) on {args.device}: "
-              f"{report['ok']} ok, {report['fallback']} fallback, {report['error']} error")
+              f"{report['ok']} ok, {report['fallback']} fallback, {report['error']} error "
+              f"({report['damaged']} damaged)")
         print(f"{report['images_per_s']} images/s, host CPU {report['host_cpu_s_per_image']} "
               f"s/image, device {report['device_cycles_per_image']} cycles/image")
         for e in report["errors"]:
@@ -236,6 +244,8 @@ def add_commands(sub):
                         help=SCALE_HELP)
     decode.add_argument("--seed", type=int, default=0, help="the train draws' seed")
     decode.add_argument("--epoch", type=int, default=0, help="the train draws' epoch")
+    decode.add_argument("--on-damage", choices=ON_DAMAGE, default="pillow",
+                        help=ON_DAMAGE_HELP)
     decode.add_argument("--json", action="store_true")
     decode.set_defaults(func=cmd_decode)
 
@@ -284,6 +294,8 @@ def add_commands(sub):
                         help=SCALE_HELP)
     stream.add_argument("--seed", type=int, default=0, help="train: the draws' seed")
     stream.add_argument("--progress", action="store_true", help="a progress bar on stderr")
+    stream.add_argument("--on-damage", choices=ON_DAMAGE, default="pillow",
+                        help=ON_DAMAGE_HELP)
     stream.add_argument("--json", action="store_true")
     stream.set_defaults(func=cmd_stream)
 

@@ -125,11 +125,11 @@ def resize_image(pixels, size, resize="shorter-crop"):
 class _Delta:
     """What the producer did since its last message (the consumer adds it to the stats)."""
     __slots__ = ("ok", "fallback", "error", "dropped", "cycles", "cpu", "errors",
-                 "device_resized")
+                 "device_resized", "damaged")
 
     def __init__(self):
         self.ok = self.fallback = self.error = self.dropped = self.cycles = 0
-        self.device_resized = 0
+        self.device_resized = self.damaged = 0
         self.cpu = 0.0
         self.errors = []
 
@@ -233,6 +233,8 @@ class _Producer:
                     delta.cycles += result.cycles
                 if result.resized == "device":
                     delta.device_resized += 1
+                if result.damage is not None:
+                    delta.damaged += 1
                 if result.status == "error":
                     self._flips.pop(result.index, None)
                     if not self.skip_errors:
@@ -375,7 +377,7 @@ class BatchPass:
 
     def _account(self, delta):
         s = self.stats
-        for key in ("ok", "fallback", "error", "dropped", "device_resized"):
+        for key in ("ok", "fallback", "error", "dropped", "device_resized", "damaged"):
             s[key] += getattr(delta, key)
         s["device_cycles"] += delta.cycles
         s["host_cpu_s"] += delta.cpu

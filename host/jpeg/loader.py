@@ -32,7 +32,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from dlforge.host.jpeg.batch_producer import (RESIZES, Batch, BatchPass, BufferPool,
                                               DecodeFailed, Skipped, live_pass, resize_image,
                                               train_generator, train_seed)
-from dlforge.host.jpeg.decode_service import UPSAMPLING, DecoderService
+from dlforge.host.jpeg.decode_service import ON_DAMAGE, UPSAMPLING, DecoderService
 from dlforge.host.jpeg.scaled_decode import SCALES
 from dlforge.host.jpeg.transforms import TRANSFORMS
 
@@ -93,7 +93,7 @@ def scan_source(source):
 def _fresh_stats():
     return {"images": 0, "ok": 0, "fallback": 0, "error": 0, "dropped": 0, "batches": 0,
             "decode_wait_s": 0.0, "host_cpu_s": 0.0, "device_cycles": 0,
-            "device_resized": 0}
+            "device_resized": 0, "damaged": 0}
 
 
 class JpegBatches(IterableDataset):
@@ -107,8 +107,11 @@ class JpegBatches(IterableDataset):
                  upsample="fancy", resize="shorter-crop", drop_last=False, prefetch=2,
                  buffers=16, pin_memory=None, rank=None, world_size=None, shuffle=False,
                  seed=0, epoch=0, progress=False, skip_errors=True, transform=None,
-                 eval_resize=None, scale=1):
+                 eval_resize=None, scale=1, on_damage="pillow"):
         super().__init__()
+        if on_damage not in ON_DAMAGE:
+            raise ValueError(f"on_damage must be one of {', '.join(ON_DAMAGE)}, "
+                             f"not {on_damage!r}")
         if scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES} (a decode at 1/scale, "
                              f"libjpeg-turbo's DCT-domain downscale), not {scale!r}")
@@ -157,6 +160,8 @@ class JpegBatches(IterableDataset):
         #: resize then works on the scaled image (host/jpeg/scaled_decode.py: on the host)
         self.scale = scale
         self.device, self.upsample = device, upsample
+        #: a damaged file: decoded as Pillow decodes it ("pillow"), or an error ("error")
+        self.on_damage = on_damage
         self.drop_last, self.prefetch, self.buffers = bool(drop_last), prefetch, buffers
         self.keep = buffers - prefetch - 1
         self.pin_memory = bool(pin_memory)
@@ -243,7 +248,8 @@ class JpegBatches(IterableDataset):
         if self._shared_service is not None:
             return self._shared_service
         if self._service is None:
-            self._service = DecoderService(self.device, upsample=self.upsample)
+            self._service = DecoderService(self.device, upsample=self.upsample,
+                                           on_damage=self.on_damage)
         return self._service
 
     def _after_fork(self):

@@ -5,6 +5,10 @@ sampling, too large for the generator's limits) go straight to the CPU fallback 
 costing a round trip; files that are not JPEG at all are refused here.  It walks the marker
 segments up to the first SOS only (a few microseconds), so what needs the entropy-coded data
 (a second scan, a bad Huffman code) is still found by the device, whose status decides.
+
+Extraneous bytes before a header marker (junk between segments, an APP segment whose length
+falls short of its contents) stop the walk; :func:`drop_extraneous_bytes` removes them as
+libjpeg skips them, so that such a file can still go to the device with Pillow's pixels.
 """
 
 from dlforge.rtl.jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
@@ -12,7 +16,7 @@ from dlforge.rtl.jpeg.status import JpegDecodeError, JpegStatus as S
 from dlforge.rtl.jpeg.syntax import (FRAME_TYPE_STATUS, LUMA_LAYOUTS, Marker as M, has_length,
                                      walk_segments)
 
-__all__ = ["precheck"]
+__all__ = ["precheck", "drop_extraneous_bytes"]
 
 #: The segments the walk only checks: tables, most APPn, COM, DRI, ... (all but SOS, frame
 #: markers, DAC, DHP, EXP, JFIF's APP0 and Adobe's APP14)
@@ -99,3 +103,34 @@ def precheck(data, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT):
             adobe_transform == 0 or adobe_transform is None and ids == (82, 71, 66)):
         return S.UNSUPPORTED_COLORSPACE, width, height
     return S.OK, width, height
+
+
+def drop_extraneous_bytes(data):
+    """``(repaired, what)`` for a file with extraneous bytes before markers of its headers,
+    or None: ``repaired`` is the file without them, which a decoder reads as libjpeg (and so
+    Pillow) reads the damaged one, skipping them with a warning; ``what`` says what was
+    dropped in libjpeg's words ("5 extraneous bytes before marker 0xDB").
+
+    None where there are none before the scan, where the headers break in another way too,
+    or where Pillow would not open the file at all: Pillow takes a file for a JPEG only when
+    its SOI is followed by a marker (``FF D8 FF``), so junk right after SOI is refused, not
+    repaired.
+    """
+    if len(data) < 3 or data[2] != 0xFF:
+        return None
+    found = []
+    try:
+        for _ in walk_segments(data, extraneous=found):
+            pass
+    except JpegDecodeError:
+        return None
+    if not found:
+        return None
+    parts, at = [], 0
+    for start, end, _, _ in found:
+        parts.append(data[at:start])
+        at = end
+    parts.append(data[at:])
+    what = "; ".join(f"{count} extraneous bytes before marker 0x{marker:02X}"
+                     for _, _, count, marker in found)
+    return b"".join(parts), what

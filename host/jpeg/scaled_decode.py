@@ -1,10 +1,10 @@
 """libjpeg-turbo's scaled decode (1/2, 1/4, 1/8: the DCT-domain downscale of Pillow's
 ``Image.draft`` and simplejpeg's ``min_width``/``min_height``) on the host.
 
-The host's one call of libjpeg-turbo (at every scale, 1/1 included): the cpu device decodes
-with it, and so does the service's fallback: files the device
-cannot take, and scaled decodes on a device whose cores were built without the reduced
-IDCTs (``Register.SCALES``; the default simulated board's cores have them, so there the
+The host's one call of libjpeg-turbo (at every scale, 1/1 included), strict (simplejpeg stops
+where libjpeg only warns): the cpu device decodes with it, and so does the host's decode
+(:mod:`dlforge.host.jpeg.host_decode`) of the files the device cannot take, and of scaled
+decodes on a device whose cores were built without the reduced IDCTs (``Register.SCALES``; the default simulated board's cores have them, so there the
 cores scale, ``rtl/jpeg/scaling.py``).  simplejpeg chooses the coarsest of
 libjpeg-turbo's M/8 scales whose output is at least the size asked for, which is exactly
 1/scale unless another M/8 gives the same size (images of a few pixels); those go through

@@ -118,7 +118,7 @@ _LENGTH_FOLLOWS = bytes(int(has_length(code) and code != 0xFF) for code in range
 _NEVER = bytes(256)                     # (no fast path where stop markers must be looked for)
 
 
-def walk_segments(data, pos=None, stop=(), skip=()):
+def walk_segments(data, pos=None, stop=(), skip=(), extraneous=None):
     """Yield ``(marker, offset, length)`` for each marker of a JPEG file, in file order.
 
     ``offset`` is the index of the FF just before the code (FF fill bytes before a marker
@@ -139,6 +139,12 @@ def walk_segments(data, pos=None, stop=(), skip=()):
     length or inside its segment), UNEXPECTED_MARKER (a byte other than FF where a marker
     should be), BAD_MARKER_LENGTH (a length below 2).  What a marker means where it stands
     is the caller's to judge.
+
+    With a list ``extraneous``, bytes where a marker should be are skipped as libjpeg skips
+    them (``next_marker`` in jdmarker.c, which warns "N extraneous bytes before marker"):
+    bytes other than FF, and FF 00 pairs, up to the next FF that begins a marker.  Each such
+    run is appended as ``(start, end, count, marker)``: the bytes ``data[start:end]`` that a
+    decoder may drop, libjpeg's count of them, and the marker they stand before.
     """
     if _SOS in skip:
         raise ValueError("SOS cannot be skipped: entropy-coded data follows it")
@@ -150,7 +156,7 @@ def walk_segments(data, pos=None, stop=(), skip=()):
         pos, ends = 2, "the data ends before the scan"
     else:
         ends = "the data ends before EOI"
-    fast = _NEVER if stop else _LENGTH_FOLLOWS
+    fast = _NEVER if stop or extraneous is not None else _LENGTH_FOLLOWS
     while True:
         # Fast path, the common segment: FF, a code with a length, a length that fits.
         if pos + 4 <= n and data[pos] == 0xFF:
@@ -167,9 +173,11 @@ def walk_segments(data, pos=None, stop=(), skip=()):
         # Everything else, checked in the decoder's order.
         if pos >= n:
             raise JpegDecodeError(S.TRUNCATED, pos, ends)
-        if data[pos] != 0xFF:
-            raise JpegDecodeError(S.UNEXPECTED_MARKER, pos,
-                                  f"expected a marker, found byte {data[pos]:#04x}")
+        if data[pos] != 0xFF or extraneous is not None and _stuffed(data, pos):
+            if extraneous is None:
+                raise JpegDecodeError(S.UNEXPECTED_MARKER, pos,
+                                      f"expected a marker, found byte {data[pos]:#04x}")
+            pos = _skip_extraneous(data, pos, extraneous)
         while pos < n and data[pos] == 0xFF:
             pos += 1
         if pos >= n:
@@ -199,6 +207,35 @@ def walk_segments(data, pos=None, stop=(), skip=()):
             if marker == _SOS:
                 return
         pos += length
+
+
+def _stuffed(data, pos):
+    """Whether the FF run at ``pos`` ends in 00: a stuffed zero, data rather than a marker."""
+    n = len(data)
+    while pos < n and data[pos] == 0xFF:
+        pos += 1
+    return pos < n and data[pos] == 0
+
+
+def _skip_extraneous(data, pos, found):
+    """Skip what libjpeg's ``next_marker`` discards from ``pos`` (bytes other than FF, FF 00
+    pairs), append ``(start, end, count, marker)`` to ``found`` and return ``end``: the FF
+    run of the marker that follows."""
+    n, start, count = len(data), pos, 0
+    while True:
+        while pos < n and data[pos] != 0xFF:
+            pos += 1
+            count += 1
+        end = pos
+        while pos < n and data[pos] == 0xFF:
+            pos += 1
+        if pos >= n:
+            raise JpegDecodeError(S.TRUNCATED, pos, "the data ends before the next marker")
+        if data[pos]:
+            found.append((start, end, count, data[pos]))
+            return end
+        count += 2                                      # FF 00: libjpeg counts two
+        pos += 1
 
 
 def segment_body(data, offset, length):

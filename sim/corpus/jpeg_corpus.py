@@ -14,6 +14,7 @@ seeded garbage in :func:`malformed_corpus`, so the same environment gives the sa
 * :func:`photo_corpus` - whole photos at quality 75-90, the decoder's speed benchmark.
 * :func:`unsupported_corpus` - valid JPEGs outside the baseline decoder's scope.
 * :func:`malformed_corpus` - precise breakages of a real file.
+* :func:`damaged_corpus` - the damage real datasets hold, with Pillow's verdict on each.
 
 :func:`~dlforge.sim.corpus.jpeg_markers.segments` and :func:`~dlforge.sim.corpus.jpeg_markers.describe` are an independent marker walker: ``features`` holds
 what it reads from the bytes, not what the encoder was asked for, so a test can compare it
@@ -32,14 +33,15 @@ from PIL import Image
 
 from dlforge.rtl.jpeg.syntax import Marker, is_rst, segment_bytes
 from dlforge.sim.corpus.jpeg_making import (SOF_COMP, SOF_P, SOF_X, SOF_Y, have_jpeglib,
-                                            jpeglib_encode, merge_tables, patch, pillow_encode,
-                                            remove_markers, scan_span, segment_at, sof_field)
+                                            jpeglib_encode, jpeglib_ycck, merge_tables, patch,
+                                            pillow_encode, remove_markers, scan_span,
+                                            segment_at, sof_field)
 from dlforge.sim.corpus.jpeg_markers import JpegSyntaxError, describe, segments
 from dlforge.sim.corpus.photos import (COLOUR_PHOTOS, GREY_PHOTOS, SHIPPED_JPEGS,
                                        available_photos, crop, data_file, photo, photo_source)
 
 __all__ = ["CorpusFile", "baseline_corpus", "photo_corpus", "unsupported_corpus",
-           "malformed_corpus", "mixed_corpus", "write_corpus"]
+           "malformed_corpus", "damaged_corpus", "mixed_corpus", "write_corpus"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -531,6 +533,76 @@ def malformed_corpus():
         "512 seeded random bytes (numpy default_rng(20240611))")
     add("soi-then-random", Marker.SOI.bytes + rng.integers(0, 256, 512, dtype=np.uint8).tobytes(),
         "garbage", "SOI followed by 512 seeded random bytes")
+    return b.files
+
+
+def damaged_corpus():
+    """The slightly wrong files real datasets hold, made from a real photo, each with what
+    torchvision's loader (Pillow: ``Image.open(f).convert("RGB")``) and a strict libjpeg-turbo
+    (simplejpeg, which stops where libjpeg only warns) make of it:
+    ``features["pillow"]`` is "decodes" or "refuses", ``features["libjpeg"]`` "clean" (no
+    warning), "warns" or "fails"; ``features["reason"]`` names the damage.
+    """
+    b = _Builder()
+    name, img = photo_source(910, grey=False)
+    px = crop(img, 96, 64, 910)
+    src = f"pillow 4:2:0 q85 {name} crop 96x64"
+    base = pillow_encode(px, "4:2:0", quality=85)
+    segs = list(segments(base))
+    first = {m: next(o for mm, o, _ in segs if mm == m) for m in (Marker.DQT, Marker.DHT,
+                                                                  Marker.SOS)}
+    s0, s1 = scan_span(base)
+
+    def add(tag, data, reason, pillow, libjpeg, edit):
+        b.add(f"{reason}-{tag}", data, reason=reason, pillow=pillow, libjpeg=libjpeg, edit=edit,
+              base=src)
+
+    add("junk", b"JUNK" + base, "before_soi", "refuses", "fails", "4 bytes before SOI")
+    add("dqt", base[:first[Marker.DQT]] + b"\x00\x01\x02\x03\x04" + base[first[Marker.DQT]:],
+        "extraneous_bytes", "decodes", "warns", "5 bytes before the first DQT")
+    add("sos", base[:first[Marker.SOS]] + b"\x12\x34\x56" + base[first[Marker.SOS]:],
+        "extraneous_bytes", "decodes", "warns", "3 bytes before SOS")
+    add("stuffed-zero", base[:first[Marker.DHT]] + b"\x07\xff\x00\x09" + base[first[Marker.DHT]:],
+        "extraneous_bytes", "decodes", "warns",
+        "07 FF 00 09 before the first DHT (FF 00: a stuffed zero, junk to libjpeg)")
+    exif = segment_bytes(Marker.APP1, b"Exif\0\0" + bytes(range(1, 31)))
+    short = exif[:2] + (len(exif) - 2 - 10).to_bytes(2, "big") + exif[4:]
+    add("short-app1", base[:2] + short + base[2:], "short_app_segment", "decodes", "warns",
+        "an APP1 'Exif' segment whose length is 10 bytes short of its contents")
+    add("garbage", base + b"trailing bytes after EOI " * 8, "after_eoi", "decodes", "clean",
+        "200 bytes after EOI")
+    second = pillow_encode(crop(img, 48, 32, 911), "4:4:4", quality=75)
+    add("second-image", base + second, "after_eoi", "decodes", "clean",
+        "a second JPEG file after EOI (a multi-picture file's layout)")
+    buf = io.BytesIO()
+    Image.fromarray(px).save(buf, "MPO", save_all=True, quality=85,
+                             append_images=[Image.fromarray(np.ascontiguousarray(px[:, ::-1]))])
+    add("mpo", buf.getvalue(), "multi_picture", "decodes", "clean",
+        "Pillow's MPO writer: an MPF APP2 segment and a second picture after the first's EOI")
+    early = s0 + (s1 - s0) // 3
+    while base[early - 1] == 0xFF:
+        early += 1
+    add("early-eoi", base[:early] + Marker.EOI.bytes + base[early:], "corrupt_scan",
+        "decodes", "warns", "EOI inserted a third into the scan data")
+    rst = pillow_encode(px, "4:2:0", quality=85, restart_marker_blocks=2)
+    second_rst = [o for m, o, _ in segments(rst) if is_rst(m)][1]
+    add("restart-out-of-order", patch(rst, second_rst + 1, [Marker.RST5]), "corrupt_scan",
+        "decodes", "warns", "the second restart marker RST1 changed to RST5")
+    with Image.fromarray(px) as rgb:
+        cmyk = rgb.convert("CMYK")
+    buf = io.BytesIO()
+    cmyk.save(buf, "JPEG", quality=85)
+    add("adobe", buf.getvalue(), "cmyk", "decodes", "clean",
+        "Pillow's CMYK file: Adobe APP14 transform 0, inverted (Photoshop's convention)")
+    add("no-adobe", remove_markers(buf.getvalue(), {Marker.APP14}), "cmyk", "decodes",
+        "clean", "the same without its Adobe APP14 segment: plain CMYK")
+    if have_jpeglib():
+        add("jpeglib", jpeglib_ycck(np.asarray(cmyk)), "ycck", "decodes", "clean",
+            "libjpeg's CMYK encode: YCCK, Adobe APP14 transform 2")
+    add("pillow", pillow_encode(px, "gray", quality=85), "grey", "decodes", "clean",
+        "a greyscale file (an RGB request replicates it)")
+    add("half", base[:s0 + (s1 - s0) // 2], "truncated", "refuses", "fails",
+        "cut halfway through the scan data")
     return b.files
 
 

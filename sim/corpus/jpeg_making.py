@@ -18,7 +18,7 @@ from dlforge.rtl.jpeg.syntax import Marker, is_rst, is_sof, segment_bytes
 from dlforge.sim.corpus.jpeg_markers import segment_payload, segments
 from dlforge.sim.corpus.photos import to_grey
 
-__all__ = ["pillow_encode", "jpeglib_encode", "have_jpeglib", "segment_at", "scan_span", "patch",
+__all__ = ["pillow_encode", "jpeglib_encode", "jpeglib_ycck", "have_jpeglib", "segment_at", "scan_span", "patch",
            "remove_markers", "merge_tables", "sof_field", "SOF_P", "SOF_Y", "SOF_X", "SOF_NF",
            "SOF_COMP"]
 
@@ -100,6 +100,17 @@ def jpeglib_encode(pixels, layout, quality=85, version="turbo210", flags=(), sca
         # jpeglib does not force baseline: below quality 25 its tables go 16-bit (SOF1).
         with _quiet_stderr() if quality < 25 else contextlib.nullcontext():
             im.write_spatial(path, qt=quality, flags=list(flags))
+        return Path(path).read_bytes()
+
+
+def jpeglib_ycck(cmyk, quality=85, version="turbo210"):
+    """A four-component file as libjpeg writes CMYK input by default: YCCK (Adobe APP14
+    transform 2), from (H, W, 4) uint8 CMYK pixels."""
+    with _jpeglib_version(version) as jpeglib, tempfile.TemporaryDirectory() as tmp:
+        im = jpeglib.from_spatial(np.ascontiguousarray(cmyk),
+                                  in_color_space=jpeglib.Colorspace.JCS_CMYK)
+        path = os.path.join(tmp, "out.jpg")
+        im.write_spatial(path, qt=quality)
         return Path(path).read_bytes()
 
 
