@@ -124,7 +124,8 @@ def test_bench_entropy_on_two_photos():
 @pytest.mark.verilator
 @pytest.mark.xdist_group("sim_board")       # the default simulated board
 def test_decode_json_and_npy(tmp_path):
-    """`dlforge decode`: one .npy per decoded file, JSON with every file, exit 1 on an error."""
+    """`dlforge decode`: one .npy per decoded file, JSON with every file, exit 1 on an error
+    (here a damaged file that Pillow would decode, refused with ``--on-damage error``)."""
     import numpy as np
     from dlforge.sim.corpus import jpeg_corpus
     good = [f for f in jpeg_corpus.baseline_corpus("quick") if f.name.startswith("420-31x33")][0]
@@ -135,14 +136,16 @@ def test_decode_json_and_npy(tmp_path):
         paths.append(tmp_path / f"{f.name}.jpg")
         paths[-1].write_bytes(f.data)
     out = tmp_path / "out"
-    result = subprocess.run([*DLFORGE, "decode", "--json", "--out", str(out), *map(str, paths)],
-                            capture_output=True, text=True)
+    result = subprocess.run([*DLFORGE, "decode", "--json", "--on-damage", "error", "--out",
+                             str(out), *map(str, paths)], capture_output=True, text=True)
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     first, second = report["files"]
     assert (first["status"], first["width"], first["height"]) == ("ok", 31, 33)
     assert first["cycles"] > 0 and first["error"] is None
     assert second["status"] == "error" and second["error"].startswith("BAD_HUFFMAN_CODE")
+    assert "damaged (on_damage='error')" in second["error"]
+    assert second["damage"] == "corrupt data: bad Huffman code"
     pixels = np.load(out / f"{good.name}.npy")
     assert pixels.shape == (33, 31, 3) and pixels.dtype == np.uint8
     assert not (out / f"{bad.name}.npy").exists()
