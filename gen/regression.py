@@ -67,18 +67,24 @@ def _run_watch(block_name, tb):
     return lambda tail: count_in_log(tail, '"predicted_cycles"', total, "layers")
 
 
-def run_bench(block_name, params, tb, *, component=None, sim=None, check=True, progress=None):
+def run_bench(block_name, params, tb, *, component=None, sim=None, check=True, progress=None,
+              clock_mhz=None):
     """A block's benchmark testcase on ``params`` with testbench parameters ``tb`` (the
     block's own bench parameters updated by the caller's); returns the report (the
     configuration, ``passed``, ``checked`` and the testbench's metrics).  ``check``: compare
     every result with the golden model in the same run (the default; False times only).
-    ``component``: the block already built with ``params`` (else built here)."""
+    ``component``: the block already built with ``params`` (else built here).  The decoder
+    core's ("jpeg") report also has its rate at ``clock_mhz`` (None: the ECP5 core's measured
+    Fmax) beside libjpeg-turbo on one CPU core (:func:`_beside_cpu`)."""
     block = get_block(block_name)
     if block.bench is None:
         raise ValueError(f"{block.name} has no benchmark")
     sim = sim or default_simulator()
     testcase, _ = block.bench
     tb = dict(tb, check=bool(check))       # (whatever the block's bench parameters say)
+    if block.name == "jpeg":
+        from .bench.device import stated_clock
+        clock = stated_clock(clock_mhz)                     # (refused before minutes of sim)
     if component is None:
         component = block.build(**params)
     result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,
@@ -93,4 +99,36 @@ def run_bench(block_name, params, tb, *, component=None, sim=None, check=True, p
         report["failed"] = [{"test": name, "message": message[:2000]}
                             for name, message in result.failed]
         report["log_dir"] = str(result.test_dir)
+    if block.name == "jpeg" and report.get("per_file"):
+        if progress is not None:
+            progress.phase("libjpeg-turbo on one CPU core, the same files")
+        report |= _beside_cpu(report, tb, clock)
     return report
+
+
+def _beside_cpu(report, tb, clock):
+    """The decoder core's aggregate pixels per clock at ``clock`` (MHz, its source) beside
+    libjpeg-turbo on one CPU core, measured now on the files of the report's rows that
+    decoded OK (the testbench's files, found by its own
+    :func:`~dlforge.sim.tb.jpeg_core.files_of`; a file in several rows, for ``repeat`` or
+    ``modes``, counts in each): {"cpu", "at_clock"}."""
+    from .bench.device import cpu_rate
+    from dlforge.sim.tb.jpeg_core import files_of
+    mhz, source = clock
+    rows = report["per_file"]
+    copies = int(tb.get("repeat", 1)) * len(tb.get("modes", ["fancy"]))  # rows a file, in order
+    jobs = [named for named in files_of(tb) for _ in range(copies)]
+    if [name for name, _ in jobs] != [row["file"] for row in rows]:
+        raise RuntimeError("the files found again for libjpeg-turbo are not the files the "
+                           "testbench decoded")
+    decoded = [named for named, row in zip(jobs, rows) if row["status"] == "OK"]
+    if not decoded:
+        return {}
+    cpu = cpu_rate(decoded)
+    mps = report["aggregate_pixels_per_clock"] * mhz
+    return {"cpu": {"libjpeg_turbo_megapixels_per_second_one_core": cpu,
+                    "files": len(decoded),
+                    "what": "simplejpeg.decode_jpeg, islow, fancy upsampling, best of 3, "
+                            "the files the core decoded OK in this run, this machine"},
+            "at_clock": {"clock_mhz": mhz, "clock_source": source,
+                         "megapixels_per_second": mps, "vs_cpu_core": mps / cpu}}

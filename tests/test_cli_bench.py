@@ -19,8 +19,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable
 
 
 def _device_report():
-    worth = {"clock_mhz": 250.0, "megapixels_per_second": 1220.0,
-             "imagenet_images_per_second": 6506.0, "cpu_cores_replaced": 9.8}
+    worth = {"clock_mhz": 250.0, "clock_source": "projection: x",
+             "megapixels_per_second": 1220.0, "imagenet_images_per_second": 6506.0,
+             "cpu_cores_replaced": 9.8, "megapixels_per_second_per_core": 650.0,
+             "per_core_vs_cpu_core": 5.24}
     return {"benchmark": "device", "config": {"device": "sim", "cores": 2, "link_bytes": 32,
                                               "conv": False},
             "images": 3, "pixels": 3_000_000, "checked": "every image bit-exact to x",
@@ -28,7 +30,10 @@ def _device_report():
             "wall_seconds": 1.0, "decoded_megapixels_per_wall_second": 3.0,
             "simulated_cycles_per_second": 600_000.0, "board": {},
             "cpu": {"libjpeg_turbo_megapixels_per_second_one_core": 124.0, "what": "x"},
-            "worth": {"xdma_250mhz": worth, "ecp5_core_fmax": dict(worth, clock_mhz=51.2),
+            "worth": {"xdma_250mhz": worth,
+                      "stated_clock": dict(worth, clock_mhz=51.2, clock_source="measured: x",
+                                           megapixels_per_second_per_core=133.1,
+                                           per_core_vs_cpu_core=1.07),
                       "note": "x"},
             "files": [{"file": f"f{k}.jpg", "layout": layout, "width": 1000, "height": 1000,
                        "status": "OK", "core_cycles_in_device": 400_000 + k}
@@ -181,6 +186,9 @@ def test_device_and_conv_tables(fake_benches, capsys):
     assert main(["bench", "device"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("device: simulated board, 2 cores") and "4.880 pixels/clock" in out
+    assert "at 51.2 MHz (measured: x): 1220 MP/s" in out
+    assert "one core fed directly at 51.2 MHz: 133 MP/s, 1.07x libjpeg-turbo on one CPU core" \
+        in out
     assert main(["bench", "conv", "--device", "sim"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "bench conv --device sim: ok"
@@ -226,6 +234,74 @@ def test_the_block_benches_check_by_default_and_say_so(monkeypatch):
         assert seen[-1]["check"] is False and report["checked"] is False
 
 
+def test_the_jpeg_bench_sets_the_core_beside_one_cpu_core(monkeypatch, tmp_path):
+    """The decoder core's bench: its aggregate pixels per clock at the stated clock (the ECP5
+    core's measured Fmax by default) beside libjpeg-turbo on one CPU core, timed on the
+    files the core decoded OK in the run (the testbench's own file list)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    import dlforge.gen.bench.device as device
+    import dlforge.gen.regression as regression
+    from dlforge.gen.blocks import get_block
+    paths = []
+    for k in range(3):
+        buf = io.BytesIO()
+        Image.fromarray(np.full((8, 16 + 8 * k, 3), 40 * k, np.uint8)).save(buf, "JPEG")
+        paths.append(tmp_path / f"f{k}.jpg")
+        paths[-1].write_bytes(buf.getvalue())
+    rows = [{"file": p.name, "status": "OK" if k != 1 else "UNSUPPORTED"}
+            for k, p in enumerate(paths)]
+
+    class Result:
+        passed, failed, test_dir = True, [], None
+        metrics = {"files": 3, "aggregate_pixels_per_clock": 2.5, "per_file": rows}
+    monkeypatch.setattr(regression, "run_cocotb", lambda component, **kwargs: Result())
+    timed = []
+    monkeypatch.setattr(device, "cpu_rate", lambda named: timed.append(named) or 125.0)
+    params = get_block("jpeg").full_params({})
+    tb = {"files": [str(p) for p in paths], "modes": ["fancy"]}
+    report = regression.run_bench("jpeg", params, tb, component=object(), clock_mhz=60)
+    assert [name for name, _ in timed[0]] == ["f0.jpg", "f2.jpg"]     # the OK files only
+    assert timed[0][1][1] == paths[2].read_bytes()
+    assert report["cpu"]["libjpeg_turbo_megapixels_per_second_one_core"] == 125.0
+    at = report["at_clock"]
+    assert at["clock_mhz"] == 60 and at["clock_source"] == device.STATED_CLOCK
+    assert at["megapixels_per_second"] == pytest.approx(2.5 * 60)
+    assert at["vs_cpu_core"] == pytest.approx(2.5 * 60 / 125)
+    at = regression.run_bench("jpeg", params, tb, component=object())["at_clock"]
+    assert (at["clock_mhz"], at["clock_source"]) == device.stated_clock()
+    # a file list that is not the run's is an error, not a comparison on other files
+    with pytest.raises(RuntimeError, match="not the files the testbench decoded"):
+        regression.run_bench("jpeg", params, dict(tb, repeat=2), component=object())
+    assert "at_clock" not in regression.run_bench("conv", get_block("conv").full_params({}),
+                                                  {}, component=object())
+
+
+def test_the_clock_reaches_the_benches(fake_benches, monkeypatch, capsys):
+    """``--clock MHZ`` on bench jpeg and bench device (default: none given, the bench's
+    measured clock); a clock that is not a positive number is refused."""
+    import dlforge.gen.regression as regression
+    seen = []
+    monkeypatch.setattr(bench_device_module, "bench_device",
+                        lambda *a, **kw: seen.append(kw["clock_mhz"]) or _device_report())
+    real = regression.run_bench
+    monkeypatch.setattr(regression, "run_bench",
+                        lambda *a, **kw: seen.append(kw["clock_mhz"]) or real(*a, **kw))
+    for argv in (["device"], ["device", "--clock", "62.5"], ["jpeg"], ["jpeg", "--clock", "60"]):
+        assert main(["bench", *argv, "--json"]) == 0
+    assert seen == [None, 62.5, None, 60.0]
+    for bad in ("0", "-5", "fast"):
+        with pytest.raises(SystemExit) as refused:
+            main(["bench", "jpeg", "--clock", bad])
+        assert refused.value.code == 2
+        assert "a clock is a positive number of MHz" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "entropy", "--clock", "60"])
+
+
 def test_no_check_only_where_a_bench_can_skip_it(fake_benches, capsys):
     with pytest.raises(SystemExit) as refused:
         main(["bench", "device", "--no-check"])
@@ -263,7 +339,7 @@ def test_bench_help_lists_the_benches_and_a_bench_its_own_options(capsys):
     text = capsys.readouterr().out
     assert text.startswith("usage: dlforge bench device ")
     for option in ("--corpus", "--limit", "--cores", "--link-bytes", "--conv", "--no-reference",
-                   "--transform", "--scale", "--plot", "--json", "FILE"):
+                   "--transform", "--scale", "--clock", "--plot", "--json", "FILE"):
         assert option in text, option
     for option in ("--taps", "--psum-depth", "--model", "--passes", "--no-check", "--sim"):
         assert option not in text, option

@@ -272,6 +272,30 @@ def test_photo_corpus(photos):
         [80, 81, 82]
 
 
+def test_heavy_corpus():
+    """ImageNet-size photos (0.2-0.3 MP) at quality 90 as libjpeg writes them: its scaled IJG
+    tables (Pillow's own at quality 90: the same scaling) and its standard Huffman tables,
+    4:2:0 and 4:4:4 of each photo, every file decoded to its size by libjpeg-turbo."""
+    heavy = jc.heavy_corpus()
+    assert _snapshot(jc.heavy_corpus()) == _snapshot(heavy)
+    low, high = jc.HEAVY_MEGAPIXELS
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16)).save(buf, "JPEG", quality=90)
+    q90 = Image.open(buf).quantization
+    assert len(heavy) >= 12 and len({f.features["source"] for f in heavy}) == len(heavy) // 2
+    for f in heavy:
+        d = f.features
+        assert low <= d["width"] * d["height"] / 1e6 <= high, f.name
+        assert d["encoder"].startswith("jpeglib") and d["quality"] == 90
+        assert d["sof"] == M.SOF0 and not d["optimized_huffman"]
+        assert d["layout"] == d["requested_layout"] in ("4:2:0", "4:4:4")
+        assert Image.open(io.BytesIO(f.data)).quantization == q90, f.name
+        img = simplejpeg.decode_jpeg(f.data, colorspace="RGB", fastdct=False,
+                                     fastupsample=False)
+        assert img.shape == (d["height"], d["width"], 3)
+    assert {f.features["layout"] for f in heavy} == {"4:2:0", "4:4:4"}
+
+
 # ---------------------------------------------------------------------------------------
 # Unsupported corpus
 

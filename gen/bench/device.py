@@ -11,8 +11,11 @@ counters, beside the core fed directly and libjpeg-turbo on one CPU core, in one
   same run; a mismatch or a failed file fails the bench (``ok`` false, exit 1);
 * ``cpu``: libjpeg-turbo's megapixels per second on one core, on the same files;
 * ``worth``: megapixels and ImageNet-size images (500x375) per second of one device at a
-  clock: 250 MHz (a PCIe card's XDMA clock: no Xilinx timing has been measured) and the ECP5
-  decoder core's measured Fmax, and the CPU cores that replaces;
+  clock, and the CPU cores that replaces; beside it one core fed directly at that clock
+  (``megapixels_per_second_per_core``) and its ratio to libjpeg-turbo on one CPU core
+  (``per_core_vs_cpu_core``).  The clocks: 250 MHz, a projection (a PCIe card's XDMA clock:
+  no Xilinx timing has been measured), and the stated clock (``--clock MHZ``; by default the
+  ECP5 decoder core's measured Fmax, ``ECP5_CORE_FMAX_MHZ``), each with its source;
 * ``--scale 1/2|1/4|1/8``: the same files again decoded at that scale by the cores' reduced
   IDCTs (then the eval pipeline with ``--transform eval``), each image compared with
   libjpeg-turbo's scaled decode (and Pillow's resize and crop of it), and the input pixels a
@@ -26,8 +29,8 @@ import numpy as np
 
 from dlforge.host.jpeg.scaled_decode import scaled_decode
 
-__all__ = ["bench_device", "ECP5_CORE_FMAX_MHZ", "ECP5_ENGINE_BOARD_MHZ", "XDMA_MHZ",
-           "IMAGENET_PIXELS"]
+__all__ = ["bench_device", "cpu_rate", "stated_clock", "worth", "ECP5_CORE_FMAX_MHZ",
+           "ECP5_ENGINE_BOARD_MHZ", "XDMA_MHZ", "IMAGENET_PIXELS"]
 
 #: The whole decoder core out of context on an ECP5-85F, max width 4096, median of placer
 #: seeds 1-3 (docs/architecture.md, `dlforge synth jpeg`; 2026-12-05, after the coefficient
@@ -40,6 +43,20 @@ ECP5_ENGINE_BOARD_MHZ = 44.3
 XDMA_MHZ = 250.0
 #: An ImageNet-size photo (500 x 375).
 IMAGENET_PIXELS = 500 * 375
+#: Where a rate's clock comes from: ECP5_CORE_FMAX_MHZ, ``--clock``, XDMA_MHZ.
+MEASURED_CLOCK = "measured: ECP5-85F whole core, median of placer seeds 1-3"
+STATED_CLOCK = "stated on the command line, not measured here"
+XDMA_CLOCK = "projection: Xilinx XDMA's AXI clock; no Xilinx timing has been measured"
+
+
+def stated_clock(clock_mhz=None):
+    """(MHz, where that clock comes from) for a rate at ``clock_mhz`` (None: the ECP5 core's
+    measured Fmax): a figure at a clock says which kind of clock it is."""
+    if clock_mhz is None:
+        return ECP5_CORE_FMAX_MHZ, MEASURED_CLOCK
+    if not clock_mhz > 0:
+        raise ValueError(f"a clock is a positive number of MHz, not {clock_mhz!r}")
+    return float(clock_mhz), STATED_CLOCK
 
 
 def _files(files, corpus, limit):
@@ -50,10 +67,12 @@ def _files(files, corpus, limit):
         from dlforge.sim.corpus import jpeg_corpus, photos
         if corpus == "photos":
             named = [(f.name, f.data) for f in jpeg_corpus.photo_corpus()]
+        elif corpus == "heavy":
+            named = [(f.name, f.data) for f in jpeg_corpus.heavy_corpus()]
         elif corpus == "shipped":
             named = photos.shipped_jpegs()
         else:
-            raise ValueError(f"unknown corpus {corpus!r}: photos or shipped")
+            raise ValueError(f"unknown corpus {corpus!r}: photos, heavy or shipped")
     return named[:limit] if limit else named
 
 
@@ -114,8 +133,9 @@ def _with_transform(device, named, expected, transform, scale=1, progress=None):
     return cycles, replies, bad
 
 
-def _cpu_rate(named, repeat=3):
-    """libjpeg-turbo on one core: megapixels per second over the files, best of ``repeat``."""
+def cpu_rate(named, repeat=3):
+    """libjpeg-turbo on one core: megapixels per second over the [(name, bytes)] ``named``,
+    best of ``repeat``: what a decoder's rate is set beside."""
     pixels, best = 0, None
     for _ in range(repeat):
         began = time.perf_counter()
@@ -128,11 +148,37 @@ def _cpu_rate(named, repeat=3):
     return pixels / best / 1e6
 
 
+def worth(pixels_per_clock, cpu, clock, core_pixels_per_clock=None):
+    """A device's megapixels and ImageNet-size images per second at 250 MHz (a projection)
+    and at ``clock`` ((MHz, source): :func:`stated_clock`), and the CPU cores that replaces
+    (``cpu``: libjpeg-turbo's megapixels per second on one core); with
+    ``core_pixels_per_clock`` (one core fed directly) also that core at each clock and its
+    ratio to one CPU core: ``report["worth"]``."""
+    out = {}
+    for label, (mhz, source) in (("xdma_250mhz", (XDMA_MHZ, XDMA_CLOCK)),
+                                 ("stated_clock", clock)):
+        mps = pixels_per_clock * mhz
+        out[label] = {"clock_mhz": mhz, "clock_source": source, "megapixels_per_second": mps,
+                      "imagenet_images_per_second": mps * 1e6 / IMAGENET_PIXELS,
+                      "cpu_cores_replaced": mps / cpu}
+        if core_pixels_per_clock is not None:
+            per_core = core_pixels_per_clock * mhz
+            out[label] |= {"megapixels_per_second_per_core": per_core,
+                           "per_core_vs_cpu_core": per_core / cpu}
+    out["note"] = ("device rate = measured pixels per clock x clock; per core = one core fed "
+                   "directly (core_pixels_per_clock) x clock, beside libjpeg-turbo on one "
+                   "CPU core; 250 MHz is a projection (no Xilinx timing has been measured), "
+                   "the stated clock says its source")
+    return out
+
+
 def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes=None,
-                 conv=False, reference=True, transform=None, scale=1, progress=None, **board):
+                 conv=False, reference=True, transform=None, scale=1, clock_mhz=None,
+                 progress=None, **board):
     """The figures as a dict (see the module docstring); ``conv``: the board with the engine;
     ``transform="eval"``: the same files again through torchvision's eval pipeline on the
-    cores' resamplers, and the device's input pixels per clock then beside without.
+    cores' resamplers, and the device's input pixels per clock then beside without;
+    ``clock_mhz``: the stated clock of ``worth`` (None: ``ECP5_CORE_FMAX_MHZ``).
     Builds the simulated boards it needs (minutes the first time).  ``progress``: a
     :class:`~dlforge.sim.tools.progress.Progress` told each phase and file."""
     from dlforge.sim.tools.progress import Progress
@@ -141,6 +187,7 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
     from dlforge.sim.board.build import DEFAULTS
     if transform not in (None, "eval"):
         raise ValueError(f"bench device takes --transform eval, not {transform!r}")
+    clock = stated_clock(clock_mhz)
     cores = DEFAULTS["cores"] if cores is None else cores
     link_bytes = DEFAULTS["link_bytes"] if link_bytes is None else link_bytes
     named = _files(files, corpus, limit)
@@ -197,20 +244,12 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
                                     "(input and output never wait), the core's own cycles "
                                     "per file")
     progress.phase("libjpeg-turbo on one CPU core")
-    cpu = _cpu_rate(named)
+    cpu = cpu_rate(named)
     report["cpu"] = {"libjpeg_turbo_megapixels_per_second_one_core": cpu,
                      "what": "simplejpeg.decode_jpeg, islow, fancy upsampling, best of 3, "
                              "same files, this machine"}
-    worth = {}
-    for label, mhz in (("xdma_250mhz", XDMA_MHZ), ("ecp5_core_fmax", ECP5_CORE_FMAX_MHZ)):
-        mps = report["pixels_per_clock"] * mhz
-        worth[label] = {"clock_mhz": mhz, "megapixels_per_second": mps,
-                        "imagenet_images_per_second": mps * 1e6 / IMAGENET_PIXELS,
-                        "cpu_cores_replaced": mps / cpu}
-    worth["note"] = ("device rate = measured pixels per clock x clock; no Xilinx timing has "
-                     "been measured, the ECP5 clock is the decoder core's out-of-context "
-                     "Fmax")
-    report["worth"] = worth
+    report["worth"] = worth(report["pixels_per_clock"], cpu, clock,
+                            report.get("core_pixels_per_clock"))
     if transform is not None:
         r_cycles, r_replies, r_bad = resized
         failures += [f"device, {transform}: {b}" for b in r_bad]
@@ -259,11 +298,17 @@ def print_table(report, out):
                      f"pixels/clock; efficiency {report['efficiency']:.3f}")
     lines.append(f"libjpeg-turbo, one CPU core: "
                  f"{report['cpu']['libjpeg_turbo_megapixels_per_second_one_core']:.0f} MP/s")
-    for key in ("xdma_250mhz", "ecp5_core_fmax"):
+    for key in ("xdma_250mhz", "stated_clock"):
         w = report["worth"][key]
-        lines.append(f"at {w['clock_mhz']:g} MHz: {w['megapixels_per_second']:.0f} MP/s, "
+        lines.append(f"at {w['clock_mhz']:g} MHz ({w['clock_source']}): "
+                     f"{w['megapixels_per_second']:.0f} MP/s, "
                      f"{w['imagenet_images_per_second']:.0f} ImageNet-size images/s, "
                      f"{w['cpu_cores_replaced']:.2f} CPU cores")
+    w = report["worth"]["stated_clock"]
+    if "megapixels_per_second_per_core" in w:
+        lines.append(f"  one core fed directly at {w['clock_mhz']:g} MHz: "
+                     f"{w['megapixels_per_second_per_core']:.0f} MP/s, "
+                     f"{w['per_core_vs_cpu_core']:.2f}x libjpeg-turbo on one CPU core")
     if "transform" in report:
         t = report["transform"]
         lines.append(f"with {t['transform']} resizing on the cores: "

@@ -142,7 +142,8 @@ def _block(args, progress, **tb_options):
         else:
             tb[key] = value
     report = run_bench(block.name, params, tb, component=component, sim=args.sim,
-                       check=not args.no_check, progress=progress)
+                       check=not args.no_check, progress=progress,
+                       clock_mhz=getattr(args, "clock", None))
     return report, report["passed"], _block_table(report)
 
 
@@ -153,7 +154,7 @@ def _block_table(report):
              f"{'passed' if report['passed'] else 'FAILED'}")
     return format_report(
         report, title,
-        headline=("checked", "files", "ok", "aggregate_pixels_per_clock",
+        headline=("checked", "files", "ok", "aggregate_pixels_per_clock", "at_clock", "cpu",
                   "pixels_per_clock_median", "pixels_per_clock_min", "mean_utilization",
                   "cycles_per_block", "samples_per_clock", "latency_cycles",
                   "symbols_per_clock_median", "symbols_per_clock_min", "failed"),
@@ -186,7 +187,7 @@ def _device(args, progress):
     report = bench_device(args.files or None, corpus=args.corpus, limit=args.limit,
                           cores=args.cores, link_bytes=args.link_bytes, conv=args.conv,
                           reference=not args.no_reference, transform=args.transform,
-                          scale=args.scale, progress=progress)
+                          scale=args.scale, clock_mhz=args.clock, progress=progress)
     out = io.StringIO()
     print_table(report, out)
     return report, report["ok"], out.getvalue().rstrip("\n")
@@ -267,6 +268,25 @@ def _limit(p, what="files"):
     p.add_argument("--limit", type=int, default=None, help=f"at most this many {what}")
 
 
+def _mhz(text):
+    """``--clock MHZ`` as argparse's type: a positive number."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not value > 0:
+        raise argparse.ArgumentTypeError(f"a clock is a positive number of MHz, not {text!r}")
+    return value
+
+
+def _clock(p, what):
+    from dlforge.gen.bench.device import ECP5_CORE_FMAX_MHZ
+    p.add_argument("--clock", type=_mhz, default=None, metavar="MHZ",
+                   help=f"the clock {what} reported at, beside libjpeg-turbo on one CPU "
+                        f"core (default {ECP5_CORE_FMAX_MHZ:g}: the decoder core's measured "
+                        f"ECP5 Fmax)")
+
+
 def _block_options(block):
     """The options of ``bench BLOCK``: the simulator, the check, files where the bench
     decodes them, ``--plot`` where it draws, and the block's own parameters."""
@@ -278,10 +298,13 @@ def _block_options(block):
                             "(the report says checked: false)")
         if _takes_files(block):
             _files(p, "decode (default: --corpus)")
-            p.add_argument("--corpus", choices=("quick", "full", "photos", "shipped"),
+            p.add_argument("--corpus", choices=("quick", "full", "photos", "heavy", "shipped"),
                            default=None, help=f"JPEG corpus when no FILE is given (default "
-                                              f"{block.bench[1]['corpus']})")
+                                              f"{block.bench[1]['corpus']}; heavy: quality-90 "
+                                              f"photos of 0.2-0.3 MP written by libjpeg)")
             _limit(p)
+        if block.name == "jpeg":
+            _clock(p, "the core's megapixels per second are")
         if block.name == "conv":
             p.add_argument("--model", choices=("resnet18",), default="resnet18",
                            help="the network whose convolution layers run (default resnet18)")
@@ -299,9 +322,10 @@ def _block_options(block):
 def _device_options(p):
     from dlforge.sim.board.build import DEFAULTS
     _files(p, "decode (default: --corpus)")
-    p.add_argument("--corpus", choices=("photos", "shipped"), default="photos",
-                   help="JPEG files when no FILE is given: the 64 photos of the photo corpus "
-                        "or scikit-image's shipped files (default photos)")
+    p.add_argument("--corpus", choices=("photos", "heavy", "shipped"), default="photos",
+                   help="JPEG files when no FILE is given: the 64 photos of the photo corpus, "
+                        "the heavy corpus (quality-90 photos of 0.2-0.3 MP written by "
+                        "libjpeg) or scikit-image's shipped files (default photos)")
     _limit(p)
     p.add_argument("--cores", type=int, default=None,
                    help=f"decoder cores of the simulated board (default {DEFAULTS['cores']})")
@@ -310,7 +334,8 @@ def _device_options(p):
     p.add_argument("--conv", action="store_true",
                    help="the simulated board with the convolution engine")
     p.add_argument("--no-reference", action="store_true",
-                   help="skip the one-core reference run (no efficiency)")
+                   help="skip the one-core reference run (no efficiency, no per-core "
+                        "rate)")
     p.add_argument("--transform", choices=("eval",), default=None,
                    help="the files again through torchvision's eval pipeline, resized by the "
                         "cores (keep_pace)")
@@ -318,6 +343,7 @@ def _device_options(p):
                    help="the files again decoded at 1/2, 1/4 or 1/8 by the cores' reduced "
                         "IDCTs (with --transform eval: then resized), beside the full-size "
                         "decode")
+    _clock(p, "the device's and one core's megapixels per second are")
     _common(p, "device")
 
 

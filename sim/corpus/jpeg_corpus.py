@@ -12,6 +12,7 @@ seeded garbage in :func:`malformed_corpus`, so the same environment gives the sa
   grey, 4:4:4, 4:2:2, 4:4:0, 4:2:0; odd sizes; restart intervals; optimised tables;
   16-bit quant tables; several tables per DQT/DHT segment; fill bytes; APPn/COM markers.
 * :func:`photo_corpus` - whole photos at quality 75-90, the decoder's speed benchmark.
+* :func:`heavy_corpus` - ImageNet-size photos (0.2-0.3 MP) at quality 90, written by libjpeg.
 * :func:`unsupported_corpus` - valid JPEGs outside the baseline decoder's scope.
 * :func:`malformed_corpus` - precise breakages of a real file.
 * :func:`damaged_corpus` - the damage real datasets hold, with Pillow's verdict on each.
@@ -40,8 +41,9 @@ from dlforge.sim.corpus.jpeg_markers import JpegSyntaxError, describe, segments
 from dlforge.sim.corpus.photos import (COLOUR_PHOTOS, GREY_PHOTOS, SHIPPED_JPEGS,
                                        available_photos, crop, data_file, photo, photo_source)
 
-__all__ = ["CorpusFile", "baseline_corpus", "photo_corpus", "unsupported_corpus",
-           "malformed_corpus", "damaged_corpus", "mixed_corpus", "write_corpus"]
+__all__ = ["CorpusFile", "baseline_corpus", "photo_corpus", "heavy_corpus", "HEAVY_MEGAPIXELS",
+           "unsupported_corpus", "malformed_corpus", "damaged_corpus", "mixed_corpus",
+           "write_corpus"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -327,6 +329,47 @@ def photo_corpus(quality_range=(75, 90), step=5):
                       pillow_encode(img, layout, quality=q, optimize=opt),
                       encoder="pillow", source=f"{name} full size", quality=q,
                       requested_layout=layout)
+    if not b.files:
+        available_photos(COLOUR_PHOTOS)                          # raises the helpful error
+    return b.files
+
+
+#: The heavy corpus's range of megapixels a file: ImageNet-size photos.
+HEAVY_MEGAPIXELS = (0.2, 0.3)
+
+
+def heavy_corpus(quality=90):
+    """Photos of 0.2-0.3 megapixels at ``quality`` (90), as libjpeg writes them (cjpeg's defaults:
+    IJG tables scaled to the quality, standard Huffman tables), 4:2:0 and 4:4:4: dense,
+    ImageNet-size files, heavier per pixel than :func:`photo_corpus`'s whole photos.
+
+    The photos of :func:`photo_corpus`; one within the range is kept whole (astronaut,
+    coffee, rocket, ihc), a larger one reduced with Pillow's Lanczos filter to 0.25 MP, its
+    aspect kept (motorcycle 609x411, hubble_deep_field 535x467, retina 500x500): reduced as
+    a camera's photo is for the web, so every pixel holds detail.  chelsea (0.14 MP) is left
+    out: an enlarged photo would be light.  Encoded by libjpeg-turbo 2.1 through ``jpeglib``.
+    """
+    if not have_jpeglib():
+        raise RuntimeError("the heavy corpus is written by libjpeg through jpeglib: "
+                           "pip install jpeglib")
+    low, high = HEAVY_MEGAPIXELS
+    b = _Builder()
+    for name in ("astronaut", "coffee", "chelsea", "rocket", "ihc", "motorcycle", "hubble",
+                 "retina"):
+        img = photo(name)
+        if img is None or img.shape[0] * img.shape[1] < low * 1e6:
+            continue
+        source = f"{name} full size"
+        if img.shape[0] * img.shape[1] > high * 1e6:
+            s = (0.25e6 / (img.shape[0] * img.shape[1])) ** 0.5
+            size = (round(img.shape[1] * s), round(img.shape[0] * s))
+            img = np.asarray(Image.fromarray(img).resize(size, Image.Resampling.LANCZOS))
+            source = f"{name} reduced to {size[0]}x{size[1]} (Lanczos)"
+        for layout in ("4:2:0", "4:4:4"):
+            b.add(f"heavy-{name}-{img.shape[1]}x{img.shape[0]}-{layout.replace(':', '')}"
+                  f"-q{quality}",
+                  jpeglib_encode(img, layout, quality), encoder="jpeglib turbo210",
+                  source=source, quality=quality, requested_layout=layout)
     if not b.files:
         available_photos(COLOUR_PHOTOS)                          # raises the helpful error
     return b.files

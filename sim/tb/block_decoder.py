@@ -42,7 +42,8 @@ async def corpus_files(dut):
     ready_prob = float(PARAMS.get("ready_prob", 1.0))
     lanes = int(PARAMS.get("samples_per_clock", 8))
     kind = PARAMS.get("corpus", "quick")
-    files = jpeg_corpus.photo_corpus() if kind == "photos" else jpeg_corpus.baseline_corpus(kind)
+    files = (jpeg_corpus.photo_corpus() if kind == "photos" else jpeg_corpus.heavy_corpus()
+             if kind == "heavy" else jpeg_corpus.baseline_corpus(kind))
     files = files[:int(PARAMS.get("limit", len(files)))]
     rates = []
     for f in files:

@@ -1,10 +1,11 @@
 """cocotb regression of the entropy-decoding gateware against the golden model.
 
-Parameters (DLFORGE_TB_PARAMS): ``corpus`` ("quick", "full" or "photos"), ``limit`` (at
-most this many files), ``ready_prob`` (output back-pressure).  Every baseline file must give
-the model's coefficient blocks and end on EOI; every malformed file whose fault lies in the
-scan must give the model's status.  Metrics: Huffman symbols per clock (the decoder's own
-counter over the clocks from scan start to done) and pixels per clock of this stage.
+Parameters (DLFORGE_TB_PARAMS): ``corpus`` ("quick", "full", "photos" or "heavy"),
+``limit`` (at most this many files), ``ready_prob`` (output back-pressure).  Every baseline
+file must give the model's coefficient blocks and end on EOI; every malformed file whose
+fault lies in the scan must give the model's status.  Metrics: Huffman symbols per clock
+(the decoder's own counter over the clocks from scan start to done) and pixels per clock of
+this stage.
 """
 
 import json
@@ -78,7 +79,8 @@ async def reset(dut):
 
 def corpus_files():
     kind = PARAMS.get("corpus", "quick")
-    files = (jpeg_corpus.photo_corpus() if kind == "photos" else jpeg_corpus.baseline_corpus(kind))
+    files = (jpeg_corpus.photo_corpus() if kind == "photos" else jpeg_corpus.heavy_corpus()
+             if kind == "heavy" else jpeg_corpus.baseline_corpus(kind))
     return files[:int(PARAMS.get("limit", len(files)))]
 
 

@@ -2,7 +2,8 @@
 
 Parameters (``DLFORGE_TB_PARAMS``):
   files       list of JPEG paths to decode (else ``corpus``)
-  corpus      quick | full | photos | crops | shipped | unsupported | malformed | mixed | fuzz
+  corpus      quick | full | photos | heavy | crops | shipped | unsupported | malformed |
+              mixed | fuzz
   limit       at most this many files
   modes       list of "fancy" / "fast": every file is decoded in each
   repeat      send every file this many times in a row (a balanced batch for several cores)
@@ -38,13 +39,17 @@ from dlforge.sim.models.jpeg_parse import parse_headers
 PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
 
 
-def _jobs():
-    if "files" in PARAMS:
-        files = [(Path(p).name, Path(p).read_bytes()) for p in PARAMS["files"]]
+def files_of(params):
+    """The [(name, bytes)] the testbench decodes with parameters ``params`` (``files``, else
+    ``corpus``; ``limit``), each once: also how a bench finds the files its run decoded."""
+    if "files" in params:
+        files = [(Path(p).name, Path(p).read_bytes()) for p in params["files"]]
     else:
-        kind = PARAMS.get("corpus", "quick")
+        kind = params.get("corpus", "quick")
         if kind == "photos":
             corpus = jpeg_corpus.photo_corpus()
+        elif kind == "heavy":
+            corpus = jpeg_corpus.heavy_corpus()
         elif kind == "unsupported":
             corpus = jpeg_corpus.unsupported_corpus()
         elif kind == "malformed":
@@ -55,8 +60,8 @@ def _jobs():
         elif kind == "crops":
             corpus = [f for f in jpeg_corpus.baseline_corpus("full") if "160x120" in f.name]
         elif kind == "fuzz":
-            corpus = jpeg_fuzz.fuzz_corpus(int(PARAMS.get("limit", 300)),
-                                           seed=int(PARAMS.get("seed", 7)))
+            corpus = jpeg_fuzz.fuzz_corpus(int(params.get("limit", 300)),
+                                           seed=int(params.get("seed", 7)))
         elif kind == "mixed":
             corpus = jpeg_corpus.mixed_corpus()
         else:
@@ -64,8 +69,11 @@ def _jobs():
         files = [(f.name, f.data) for f in corpus]
     # A packet has at least one beat: the host answers an empty file itself.
     files = [(name, data) for name, data in files if data]
-    files = files[:int(PARAMS.get("limit", len(files)))]
-    files = [f for f in files for _ in range(int(PARAMS.get("repeat", 1)))]
+    return files[:int(params.get("limit", len(files)))]
+
+
+def _jobs():
+    files = [f for f in files_of(PARAMS) for _ in range(int(PARAMS.get("repeat", 1)))]
     modes = PARAMS.get("modes", ["fancy"])
     return [(name, data, mode) for name, data in files for mode in modes]
 
