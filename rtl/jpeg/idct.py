@@ -1,7 +1,8 @@
 """The 8x8 inverse DCT of the JPEG decoder, bit-exact to libjpeg-turbo's ``jpeg_idct_islow``.
 
-Dataflow: dequantise (coefficient x quant value) -> corner-turn into columns -> column pass ->
-corner-turn into rows -> row pass -> libjpeg's masked range limit -> samples in raster order.
+Dataflow: register -> dequantise (coefficient x quant value) -> corner-turn into columns ->
+column pass -> corner-turn into rows -> row pass -> libjpeg's masked range limit -> samples in
+raster order.
 Both passes handle a whole 8-vector per clock; ``samples_per_clock`` sets how many
 coefficients enter and samples leave per clock (1, 2, 4 or 8), so a block takes
 ``64 / samples_per_clock`` clocks and blocks follow each other without gaps.
@@ -117,17 +118,18 @@ class Idct(wiring.Component):
         """(latency, block interval) in clocks for a width, without building the component.
 
         Interval: ``64 / samples_per_clock``.  Latency, from the first coefficient of a block
-        entering to its first sample leaving: dequantiser (1) + the rest of the block arriving
-        (interval - 1) + slot hand-over (1) + column register (1) + column pass + the eight
-        columns (8) + row register (1) + row pass + the narrowing register (only when fewer
-        than 8 samples leave per clock), and one clock per corner turn in block RAM.  The
+        entering to its first sample leaving: input register (1) + dequantiser (1) + the rest
+        of the block arriving (interval - 1) + slot hand-over (1) + column register (1) +
+        column pass + the eight columns (8) + row register (1) + row pass + the narrowing
+        register (only when fewer than 8 samples leave per clock), and one clock per corner
+        turn in block RAM.  The
         testbench measures both figures and checks them against these.
         """
         interval = 64 // samples_per_clock
         narrow = 1 if samples_per_clock < 8 else 0
         turns = 2 if small_ram == "block" else 0
-        latency = (1 + (interval - 1) + 1 + 1 + Idct1D.latency + 8 + 1 + Idct1D.latency + narrow
-                   + turns)
+        latency = (1 + 1 + (interval - 1) + 1 + 1 + Idct1D.latency + 8 + 1 + Idct1D.latency
+                   + narrow + turns)
         return latency, interval
 
     @property
@@ -156,6 +158,11 @@ class Idct(wiring.Component):
             # int16 x uint16 fits in 32 signed bits exactly; keep those bits of each product.
             return Cat(*[(payload[k].coef * payload[k].quant)[:32] for k in range(lanes)])
 
+        # The coefficients are registered before the multipliers: in the core they come
+        # straight from the coefficient buffer's block RAM, whose output on an ECP5 arrives
+        # 5.8 ns after the clock, too late for a multiplier in the same clock.
+        m.submodules.coefs = coefs = PipeStage(data.ArrayLayout(CoefLayout, lanes),
+                                               data.ArrayLayout(CoefLayout, lanes))
         m.submodules.dequant = dequant = PipeStage(
             data.ArrayLayout(CoefLayout, lanes), data.ArrayLayout(DEQUANT_SHAPE, lanes), dequantize)
         m.submodules.columns = columns = ColumnGather(DEQUANT_SHAPE, lanes, self.small_ram)
@@ -176,7 +183,8 @@ class Idct(wiring.Component):
             pass2 = Idct1D(unsigned(pass1.out_bits), K.PASS2_BITS, K.PASS2_DESCALE)
         m.submodules.pass2 = pass2
 
-        wiring.connect(m, wiring.flipped(self.i), dequant.i)
+        wiring.connect(m, wiring.flipped(self.i), coefs.i)
+        wiring.connect(m, coefs.o, dequant.i)
         wiring.connect(m, dequant.o, columns.i)
         wiring.connect(m, columns.o, columns_reg.i)
         wiring.connect(m, columns_reg.o, pass1.i)

@@ -209,15 +209,26 @@ class Raster(wiring.Component):
         mask = Signal(8)
         m.d.comb += mask.eq(((Const(1, 9) << (Const(1, 4) << w_log)) - 1)[:8] << offset)
         word = (self.blocks.payload.as_value() << (offset * 8))[:64]
-        m.d.comb += [
+        # The writes are registered before the memories: at large widths they are many block
+        # RAMs spread over the chip, and ``ready``'s logic and the route to every write enable
+        # do not fit in one clock together (issue 41: 51.9 MHz at 4096).  A row therefore
+        # counts as written (``rows_written``, which lets the reader at it) a clock after its
+        # last write was taken, once that write has reached the memories.
+        take = Signal()
+        m.d.comb += take.eq(self.blocks.valid & self.blocks.ready)
+        m.d.sync += [
             lw.addr.eq(Cat(x[3:3 + cb_], line, w_row[0])), lw.data.eq(word),
             cbw.addr.eq(Cat(x[3:3 + cb_], line[:3], w_slot3)), cbw.data.eq(word),
             crw.addr.eq(Cat(x[3:3 + cb_], line[:3], w_slot3)), crw.data.eq(word),
+            lw.en.eq(Mux(take & (w_comp == 0), mask, 0)),
+            cbw.en.eq(Mux(take & (w_comp == 1), mask, 0)),
+            crw.en.eq(Mux(take & (w_comp == 2), mask, 0)),
         ]
+        row_landing = Signal()
+        with m.If(row_landing):
+            m.d.sync += [prog.rows_written.eq(prog.rows_written + 1), row_landing.eq(0)]
         last_block_row = w_r == (Const(1, 4) << w_log) - 1
-        with m.If(self.blocks.valid & self.blocks.ready):
-            m.d.comb += [lw.en.eq(Mux(w_comp == 0, mask, 0)), cbw.en.eq(Mux(w_comp == 1, mask, 0)),
-                         crw.en.eq(Mux(w_comp == 2, mask, 0))]
+        with m.If(take):
             m.d.sync += w_r.eq(w_r + 1)
             with m.If(last_block_row):
                 m.d.sync += w_r.eq(0)
@@ -230,8 +241,7 @@ class Raster(wiring.Component):
                 with m.Else():
                     m.d.sync += [w_bx.eq(0), w_by.eq(0), w_comp.eq(0), w_mcu.eq(w_mcu + 1)]
                     with m.If(w_mcu + 1 == f.mcux):
-                        m.d.sync += [w_mcu.eq(0), w_row.eq(w_row + 1),
-                                     prog.rows_written.eq(w_row + 1),
+                        m.d.sync += [w_mcu.eq(0), w_row.eq(w_row + 1), row_landing.eq(1),
                                      w_slot3.eq(Mux(w_slot3 == 2, 0, w_slot3 + 1))]
         return SimpleNamespace(w_row=w_row, w_slot3=w_slot3)
 
