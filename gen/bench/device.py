@@ -33,9 +33,10 @@ __all__ = ["bench_device", "cpu_rate", "stated_clock", "worth", "ECP5_CORE_FMAX_
            "ECP5_ENGINE_BOARD_MHZ", "XDMA_MHZ", "IMAGENET_PIXELS"]
 
 #: The whole decoder core out of context on an ECP5-85F, max width 4096, median of placer
-#: seeds 1-3 (docs/architecture.md, `dlforge synth jpeg`; 2026-12-05, after the coefficient
-#: buffer's wide memories: seeds 53.33 / 47.26 / 50.08; 51.79 on 2026-12-04).
-ECP5_CORE_FMAX_MHZ = 50.08
+#: seeds 1-3 (docs/results.md, `dlforge synth jpeg`; 2026-12-06, after the raster's writes and
+#: the IDCT's input were registered: seeds 49.99 / 45.98 / 48.65, the Huffman loop critical
+#: in each; 50.08 on 2026-12-05).
+ECP5_CORE_FMAX_MHZ = 48.65
 #: The ULX3S-85F preset (a decoder core and the 2x2x4 engine) as routed by nextpnr
 #: (docs/boards.md): the clock the engine's cycles are converted at for an ECP5.
 ECP5_ENGINE_BOARD_MHZ = 44.3
