@@ -110,10 +110,10 @@ def _beside_cpu(report, tb, clock):
     """The decoder core's aggregate pixels per clock at ``clock`` (MHz, its source) beside
     libjpeg-turbo on one CPU core, measured now on the files of the report's rows that
     decoded OK (the testbench's files, found by its own
-    :func:`~dlforge.sim.tb.jpeg_core.files_of`; a file in several rows, for ``repeat`` or
+    :func:`~dlforge.sim.corpus.pick.files_of`; a file in several rows, for ``repeat`` or
     ``modes``, counts in each): {"cpu", "at_clock"}."""
     from .bench.device import cpu_rate
-    from dlforge.sim.tb.jpeg_core import files_of
+    from dlforge.sim.corpus.pick import files_of
     mhz, source = clock
     rows = report["per_file"]
     copies = int(tb.get("repeat", 1)) * len(tb.get("modes", ["fancy"]))  # rows a file, in order

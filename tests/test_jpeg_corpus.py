@@ -20,6 +20,7 @@ pytest.importorskip("skimage")
 from dlforge.rtl.jpeg.syntax import Marker as M, segment_bytes
 from dlforge.sim.corpus import jpeg_corpus as jc, jpeg_making, jpeg_markers
 from dlforge.sim.corpus import photos as skimage_photos
+from dlforge.sim.corpus.pick import files_of
 
 PROGRESSIVE_SOF = {M.SOF2, M.SOF6, M.SOF10, M.SOF14}
 ARITHMETIC_SOF = {M.SOF9, M.SOF10, M.SOF11, M.SOF13, M.SOF14, M.SOF15}
@@ -270,6 +271,23 @@ def test_photo_corpus(photos):
     assert any((d["width"], d["height"]) == (512, 512) for d in fs)
     assert [d["quality"] for d in (f.features for f in jc.photo_corpus((80, 82), 1))][:3] == \
         [80, 81, 82]
+
+
+def test_files_of_picks_the_files_given_else_the_corpus_named(tmp_path):
+    """What every testbench and bench decodes: the paths in ``files`` (a bench's FILEs), else
+    the named corpus, at most ``limit`` of them, never an empty file."""
+    quick = jc.baseline_corpus("quick")
+    paths = []
+    for n, f in enumerate(quick[:2]):
+        paths.append(tmp_path / f"given{n}.jpg")
+        paths[-1].write_bytes(f.data)
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    given = files_of({"files": [str(p) for p in paths] + [str(tmp_path / "empty.jpg")],
+                      "corpus": "photos"})
+    assert given == [("given0.jpg", quick[0].data), ("given1.jpg", quick[1].data)]
+    assert files_of({"limit": 3}) == [(f.name, f.data) for f in quick[:3]]
+    assert [name for name, _ in files_of({"corpus": "shipped"})] == [
+        name for name, _ in skimage_photos.shipped_jpegs()]
 
 
 def test_heavy_corpus():

@@ -59,6 +59,7 @@ TESTED_BY = {
     "sim/corpus/jpeg_making.py": "test_jpeg_corpus.py",
     "sim/corpus/jpeg_markers.py": "test_jpeg_syntax.py",    # the walker against it
     "sim/corpus/photos.py": "test_jpeg_corpus.py",
+    "sim/corpus/pick.py": "test_jpeg_corpus.py",            # which files a bench decodes
     "sim/tb/entropy.py": "test_entropy_cocotb.py",
     "sim/tb/entropy_stimulus.py": "test_huffman_decoder.py",
     "sim/tb/idct.py": "test_idct_cocotb.py",

@@ -122,8 +122,7 @@ class Idct(wiring.Component):
         of the block arriving (interval - 1) + slot hand-over (1) + column register (1) +
         column pass + the eight columns (8) + row register (1) + row pass + the narrowing
         register (only when fewer than 8 samples leave per clock), and one clock per corner
-        turn in block RAM.  The
-        testbench measures both figures and checks them against these.
+        turn in block RAM.  The testbench measures both figures and checks them against these.
         """
         interval = 64 // samples_per_clock
         narrow = 1 if samples_per_clock < 8 else 0

@@ -1,8 +1,8 @@
 """cocotb regression of the block decoder (entropy decoder -> coefficient buffer -> IDCT).
 
 Every file's decoded 8x8 blocks, in scan order, must equal the golden model's (islow IDCT of
-the model's coefficients with the file's quantisation tables).  Parameters: ``corpus``,
-``limit``, ``ready_prob``.  Metrics: pixels per clock from the first scan byte to the last
+the model's coefficients with the file's quantisation tables).  Parameters: ``files``, else
+``corpus`` (:func:`dlforge.sim.corpus.pick.files_of`), ``limit``, ``ready_prob``.  Metrics: pixels per clock from the first scan byte to the last
 sample out.
 """
 
@@ -21,6 +21,7 @@ from dlforge.rtl.jpeg.huffman_decoder import DoneLayout
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.corpus import jpeg_corpus
+from dlforge.sim.corpus.pick import files_of
 from dlforge.sim.tb.streams import send_beats, start
 from dlforge.sim.tb.entropy_stimulus import (dht_bodies, dqt_bodies, expected_samples, scan_beat,
                                              scan_bytes)
@@ -41,10 +42,8 @@ async def corpus_files(dut):
     rng = random.Random(PARAMS.get("seed", 3))
     ready_prob = float(PARAMS.get("ready_prob", 1.0))
     lanes = int(PARAMS.get("samples_per_clock", 8))
-    kind = PARAMS.get("corpus", "quick")
-    files = (jpeg_corpus.photo_corpus() if kind == "photos" else jpeg_corpus.heavy_corpus()
-             if kind == "heavy" else jpeg_corpus.baseline_corpus(kind))
-    files = files[:int(PARAMS.get("limit", len(files)))]
+    # ``files``, else ``corpus``, as the decoder core's testbench picks them.
+    files = [jpeg_corpus.CorpusFile(name, data) for name, data in files_of(PARAMS)]
     rates = []
     for f in files:
         headers = parse_headers(f.data)

@@ -1,7 +1,8 @@
 """cocotb regression of the entropy-decoding gateware against the golden model.
 
-Parameters (DLFORGE_TB_PARAMS): ``corpus`` ("quick", "full", "photos" or "heavy"),
-``limit`` (at most this many files), ``ready_prob`` (output back-pressure).  Every baseline
+Parameters (DLFORGE_TB_PARAMS): ``files`` (JPEG paths), else ``corpus`` ("quick", "full",
+"photos", "heavy" or "shipped"; :func:`dlforge.sim.corpus.pick.files_of`), ``limit`` (at most
+this many files), ``ready_prob`` (output back-pressure).  Every baseline
 file must give the model's coefficient blocks and end on EOI; every malformed file whose
 fault lies in the scan must give the model's status.  Metrics: Huffman symbols per clock
 (the decoder's own counter over the clocks from scan start to done) and pixels per clock of
@@ -22,6 +23,7 @@ from dlforge.rtl.jpeg.huffman_decoder import CoefficientLayout, DoneLayout
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.rtl.jpeg.syntax import Marker
 from dlforge.sim.corpus import jpeg_corpus
+from dlforge.sim.corpus.pick import files_of
 from dlforge.sim.tb.streams import send_beats, start
 from dlforge.sim.tb.entropy_stimulus import dht_bodies, expected_blocks, scan_beat, scan_bytes
 from dlforge.sim.models.jpeg_entropy import decode_scan
@@ -78,10 +80,9 @@ async def reset(dut):
 
 
 def corpus_files():
-    kind = PARAMS.get("corpus", "quick")
-    files = (jpeg_corpus.photo_corpus() if kind == "photos" else jpeg_corpus.heavy_corpus()
-             if kind == "heavy" else jpeg_corpus.baseline_corpus(kind))
-    return files[:int(PARAMS.get("limit", len(files)))]
+    """The files of ``files``, else of ``corpus``, as the decoder core's testbench picks them
+    (so that ``dlforge bench entropy FILE ...`` decodes those files)."""
+    return [jpeg_corpus.CorpusFile(name, data) for name, data in files_of(PARAMS)]
 
 
 @cocotb.test()

@@ -31,45 +31,12 @@ from cocotb.triggers import FallingEdge, ReadOnly
 
 from dlforge.rtl.jpeg.packets import input_beats, output_layout, parse_output, OutputKind
 from dlforge.rtl.jpeg.status import JpegStatus as S
-from dlforge.sim.corpus import jpeg_corpus, photos, jpeg_fuzz
+from dlforge.sim.corpus.pick import files_of
 from dlforge.sim.tb.streams import start
 from dlforge.sim.models.jpeg_model import JpegDecodeError, decode
 from dlforge.sim.models.jpeg_parse import parse_headers
 
 PARAMS = json.loads(os.environ.get("DLFORGE_TB_PARAMS", "{}"))
-
-
-def files_of(params):
-    """The [(name, bytes)] the testbench decodes with parameters ``params`` (``files``, else
-    ``corpus``; ``limit``), each once: also how a bench finds the files its run decoded."""
-    if "files" in params:
-        files = [(Path(p).name, Path(p).read_bytes()) for p in params["files"]]
-    else:
-        kind = params.get("corpus", "quick")
-        if kind == "photos":
-            corpus = jpeg_corpus.photo_corpus()
-        elif kind == "heavy":
-            corpus = jpeg_corpus.heavy_corpus()
-        elif kind == "unsupported":
-            corpus = jpeg_corpus.unsupported_corpus()
-        elif kind == "malformed":
-            corpus = jpeg_corpus.malformed_corpus()
-        elif kind == "shipped":
-            corpus = [jpeg_corpus.CorpusFile(name, data)
-                      for name, data in photos.shipped_jpegs()]
-        elif kind == "crops":
-            corpus = [f for f in jpeg_corpus.baseline_corpus("full") if "160x120" in f.name]
-        elif kind == "fuzz":
-            corpus = jpeg_fuzz.fuzz_corpus(int(params.get("limit", 300)),
-                                           seed=int(params.get("seed", 7)))
-        elif kind == "mixed":
-            corpus = jpeg_corpus.mixed_corpus()
-        else:
-            corpus = jpeg_corpus.baseline_corpus(kind)
-        files = [(f.name, f.data) for f in corpus]
-    # A packet has at least one beat: the host answers an empty file itself.
-    files = [(name, data) for name, data in files if data]
-    return files[:int(params.get("limit", len(files)))]
 
 
 def _jobs():
