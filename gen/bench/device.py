@@ -60,21 +60,18 @@ def stated_clock(clock_mhz=None):
     return float(clock_mhz), STATED_CLOCK
 
 
+#: The corpora of whole photos the device bench takes by name (``--corpus``).
+DEVICE_CORPORA = ("photos", "heavy", "shipped")
+
+
 def _files(files, corpus, limit):
-    if files:
-        from pathlib import Path
-        named = [(Path(f).name, Path(f).read_bytes()) for f in files]
-    else:
-        from dlforge.sim.corpus import jpeg_corpus, photos
-        if corpus == "photos":
-            named = [(f.name, f.data) for f in jpeg_corpus.photo_corpus()]
-        elif corpus == "heavy":
-            named = [(f.name, f.data) for f in jpeg_corpus.heavy_corpus()]
-        elif corpus == "shipped":
-            named = photos.shipped_jpegs()
-        else:
-            raise ValueError(f"unknown corpus {corpus!r}: photos, heavy or shipped")
-    return named[:limit] if limit else named
+    """[(name, bytes)] of the paths ``files``, else of the corpus named (as every JPEG
+    testbench picks them: :func:`dlforge.sim.corpus.pick.files_of`)."""
+    from dlforge.sim.corpus.pick import files_of
+    if not files and corpus not in DEVICE_CORPORA:
+        raise ValueError(f"unknown corpus {corpus!r}: {', '.join(DEVICE_CORPORA)}")
+    params = {"files": list(files)} if files else {"corpus": corpus}
+    return files_of(params | ({"limit": limit} if limit else {}))
 
 
 def _layout(data):

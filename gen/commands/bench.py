@@ -269,14 +269,13 @@ def _limit(p, what="files"):
 
 
 def _mhz(text):
-    """``--clock MHZ`` as argparse's type: a positive number."""
+    """``--clock MHZ`` as argparse's type: a positive number (the bench's own rule)."""
+    from dlforge.gen.bench.device import stated_clock
     try:
-        value = float(text)
+        return stated_clock(float(text))[0]
     except ValueError:
-        value = None
-    if value is None or not value > 0:
-        raise argparse.ArgumentTypeError(f"a clock is a positive number of MHz, not {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(
+            f"a clock is a positive number of MHz, not {text!r}") from None
 
 
 def _clock(p, what):
@@ -320,9 +319,10 @@ def _block_options(block):
 
 
 def _device_options(p):
+    from dlforge.gen.bench.device import DEVICE_CORPORA
     from dlforge.sim.board.build import DEFAULTS
     _files(p, "decode (default: --corpus)")
-    p.add_argument("--corpus", choices=("photos", "heavy", "shipped"), default="photos",
+    p.add_argument("--corpus", choices=DEVICE_CORPORA, default="photos",
                    help="JPEG files when no FILE is given: the 64 photos of the photo corpus, "
                         "the heavy corpus (quality-90 photos of 0.2-0.3 MP written by "
                         "libjpeg) or scikit-image's shipped files (default photos)")
