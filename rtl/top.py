@@ -22,7 +22,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .conv.engine import ConvEngine
-from .jpeg.lane import DecoderLane, lane_entry
+from .jpeg.lane import DecoderLane, DecoderLanePair, lane_entry
 from .jpeg.limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .jpeg.scaling import SCALES
 from .link.control import LinkControl
@@ -49,7 +49,7 @@ class AcceleratorTop(wiring.Component):
                  max_payload=MAX_PAYLOAD, input_fifo_bytes=64, conv=None, reply_payload=None,
                  register_port=False, link_bytes=1, engine_clock=False, resample_taps=0,
                  resample_lanes=4,
-                 resample_max=(1024, 1024), scaling=False, small_ram="block"):
+                 resample_max=(1024, 1024), scaling=False, small_ram="block", contexts=1):
         # cores=0: no decoder (a small FPGA: the engine alone, or with no engine either just
         # the link's control plane, to bring up a board's link)
         problem = None
@@ -66,11 +66,17 @@ class AcceleratorTop(wiring.Component):
             problem = "scaled decoding needs a link of 4 bytes or more (its cores read words)"
         elif check_small_ram(small_ram):
             problem = check_small_ram(small_ram)
+        elif contexts not in (1, 2) or cores * contexts > MAX_CORES:
+            problem = (f"contexts must be 1 or 2 with at most {MAX_CORES} files at once, not "
+                       f"{contexts!r} (cores {cores})")
         if problem:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
             raise ValueError(problem)
         self.conv = conv                    # an EngineConfig, or None for no engine
-        self.n_cores, self.max_width, self.max_height = cores, max_width, max_height
+        # contexts: files per core.  2 builds the cores as C-slowed pairs (JpegCorePair), two
+        # lanes each; ``n_cores`` counts lanes (files at once: what the host addresses).
+        self.contexts = contexts
+        self.n_cores, self.max_width, self.max_height = cores * contexts, max_width, max_height
         self.max_payload, self.input_fifo_bytes = max_payload, input_fifo_bytes
         self.link_bytes = link_bytes
         # resample_taps: each core crops and resizes the files that ask for it (0: none)
@@ -110,6 +116,7 @@ class AcceleratorTop(wiring.Component):
         """The registers that hold a constant of this configuration ({Register: value}):
         what the host reads to learn the device, and what an AXI manifest lists."""
         values = {Register.VERSION: VERSION, Register.CORES: self.n_cores,
+                  Register.FILES_PER_CORE: self.contexts if self.n_cores else 0,
                   Register.MAX_WIDTH: self.max_width, Register.MAX_HEIGHT: self.max_height,
                   Register.MAX_PAYLOAD: self.max_payload,
                   Register.REPLY_PAYLOAD: self.reply_payload,
@@ -148,14 +155,17 @@ class AcceleratorTop(wiring.Component):
             m.d.comb += reset.eq(control.reset | self.reg_reset)
 
         cores, feeds, repliers = [], [], []
-        for k in range(n):
-            # the same lane (input FIFO, then the core) as the standalone JpegDecoder's
-            lane = DecoderLane(w, self.input_fifo_bytes // w, self.max_width, self.max_height,
-                               TAG_BITS, resample_taps=self.resample_taps,
-                               resample_max=self.resample_max,
-                               resample_lanes=self.resample_lanes, scaling=self.scaling,
-                               small_ram=self.small_ram)
-            m.submodules[f"core{k}"] = ResetInserter(reset)(lane)
+        # the same lanes (input FIFO, then the core) as the standalone JpegDecoder's
+        unit = DecoderLane if self.contexts == 1 else DecoderLanePair
+        lanes = []
+        for k in range(n // self.contexts):
+            built = unit(w, self.input_fifo_bytes // w, self.max_width, self.max_height,
+                         TAG_BITS, resample_taps=self.resample_taps,
+                         resample_max=self.resample_max, resample_lanes=self.resample_lanes,
+                         scaling=self.scaling, small_ram=self.small_ram)
+            m.submodules[f"core{k}"] = ResetInserter(reset)(built)
+            lanes += [built] if self.contexts == 1 else built.lanes
+        for k, lane in enumerate(lanes):
             replier = JpegReplier(self.reply_payload, w)
             m.submodules[f"reply{k}"] = replier
             wiring.connect(m, lane.o, replier.i)

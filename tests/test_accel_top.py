@@ -9,14 +9,15 @@ from dlforge.sim.tools.runner import run_cocotb
 
 
 def _run(cores=1, max_width=64, max_height=64, max_payload=256, link_bytes=1, engine=None,
-         **params):
+         contexts=1, **params):
     top = AcceleratorTop(cores, max_width, max_height, max_payload, link_bytes=link_bytes,
-                         input_fifo_bytes=max(64, 4 * link_bytes), conv=engine)
-    suffix = "_conv" if engine else ""
+                         input_fifo_bytes=max(64, 4 * link_bytes), conv=engine,
+                         contexts=contexts)
+    suffix = ("_conv" if engine else "") + (f"_x{contexts}" if contexts > 1 else "")
     result = run_cocotb(top, name=f"accel_c{cores}_w{max_width}_p{max_payload}_l{link_bytes}"
                                   f"{suffix}",
                         test_module="dlforge.sim.tb.accel_top",
-                        params=params | {"cores": cores, "max_width": max_width,
+                        params=params | {"cores": top.n_cores, "max_width": max_width,
                                          "max_height": max_height, "max_payload": max_payload,
                                          "link_bytes": link_bytes},
                         quiet=True)
@@ -34,6 +35,16 @@ def test_files_through_the_link_with_back_pressure_and_corruption():
 def test_bad_files_between_good_ones_on_two_cores():
     m = _run(cores=2, corpus="mixed", limit=12, seed=5)
     assert m["files"] == 12 and 0 < m["ok"] < 12
+
+
+@pytest.mark.verilator
+def test_a_core_with_two_files_at_once_behind_the_link():
+    """One C-slowed core, two lanes: files dealt to both, malformed ones among them, frames
+    corrupted on the way and resent, back-pressure on the output; every status right and
+    every good image bit-exact."""
+    m = _run(cores=1, contexts=2, corpus="mixed", limit=12, seed=6, link_bytes=4,
+             ready_prob=0.7, corrupt=0.1)
+    assert m["files"] == 12 and 0 < m["ok"] < 12 and m["resends"] >= 1
 
 
 LAYERS = [{"name": "a", "in_channels": 5, "height": 7, "width": 6, "out_channels": 6,
@@ -77,6 +88,10 @@ def test_invalid_parameters():
         AcceleratorTop(cores=17)
     with pytest.raises(ValueError):
         AcceleratorTop(cores=-1)
+    with pytest.raises(ValueError, match="contexts"):
+        AcceleratorTop(cores=9, contexts=2)         # 18 files at once: more than 16 lanes
+    with pytest.raises(ValueError, match="contexts"):
+        AcceleratorTop(cores=1, contexts=3)
 
 
 @pytest.mark.verilator

@@ -9,62 +9,32 @@ from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
 from dlforge.rtl.jpeg.status import JpegStatus as S
 from dlforge.rtl.jpeg.syntax import Marker, segment_bytes
 from dlforge.sim.corpus import jpeg_corpus
-from dlforge.sim.tb.entropy_stimulus import dht_bodies, expected_blocks, scan_bytes, scan_config
+from dlforge.sim.tb.entropy_stimulus import expected_blocks
 from dlforge.sim.models.jpeg_entropy import decode_scan
 from dlforge.sim.models.jpeg_parse import JpegDecodeError, parse_headers
+from entropy_drive import collect_scan, feed_scan
 from jpeg_files import WIDE_TABLES, encode, photo
 
 
 def run_decoder(data, ready_prob=1.0, seed=0, max_cycles=200_000):
     headers = parse_headers(data)
-    dut = dec = uns = EntropyDecoder()
+    dec = EntropyDecoder()
     rng = random.Random(seed)
-    blocks, done = [], []
+    result = []
 
     async def feeder(ctx):
-        for body in dht_bodies(data, headers):
-            for i, b in enumerate(body):
-                ctx.set(dec.dht.valid, 1)
-                ctx.set(dec.dht.payload, {"byte": b, "last": i == len(body) - 1})
-                await ctx.tick().until(dec.dht.ready)
-        ctx.set(dec.dht.valid, 0)
-        ctx.set(dec.scan.valid, 1)
-        ctx.set(dec.scan.payload, scan_config(headers))
-        await ctx.tick().until(dec.scan.ready)
-        ctx.set(dec.scan.valid, 0)
-        body = scan_bytes(data, headers)
-        for i, b in enumerate(body):
-            ctx.set(uns.i.valid, 1)
-            ctx.set(uns.i.payload, {"byte": b, "last": i == len(body) - 1})
-            await ctx.tick().until(uns.i.ready | ~dec.busy)
-            if not ctx.get(dec.busy) and not ctx.get(uns.i.ready):
-                break
-        ctx.set(uns.i.valid, 0)
+        await feed_scan(ctx, dec, data, headers)
 
     async def collector(ctx):
-        current = [0] * 64
-        ctx.set(dec.done.ready, 1)
-        for _ in range(max_cycles):
-            ctx.set(dec.coef.ready, rng.random() < ready_prob)
-            _, _, c_valid, c_ready, beat, d_valid, d_beat = await ctx.tick().sample(
-                dec.coef.valid, dec.coef.ready, dec.coef.payload, dec.done.valid, dec.done.payload)
-            if c_valid and c_ready:
-                if beat.write:
-                    current[beat.zz] = beat.value
-                if beat.end:
-                    blocks.append((int(beat.component), current))
-                    current = [0] * 64
-            if d_valid:
-                done.append((int(d_beat.status), int(d_beat.marker)))
-                return
-        raise AssertionError("the decoder did not finish")
+        result.append(await collect_scan(ctx, dec, rng, ready_prob, max_cycles))
 
-    sim = Simulator(dut)
+    sim = Simulator(dec)
     sim.add_clock(1e-8)
     sim.add_testbench(feeder, background=True)
     sim.add_testbench(collector)
     sim.run()
-    return headers, blocks, done[0]
+    blocks, done = result[0]
+    return headers, blocks, done
 
 
 FILES = [

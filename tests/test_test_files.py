@@ -44,6 +44,7 @@ TESTED_BY = {
     "host/link/raw_link.py": "test_sim_board.py",
     "rtl/conv/config.py": "test_conv_plan.py",
     "rtl/conv/descriptor.py": "test_walker.py",
+    "rtl/jpeg/core_pair.py": "test_jpeg_core.py",           # two files per core
     "rtl/jpeg/decoder.py": "test_jpeg_core.py",             # JpegDecoder(cores=N)
     "rtl/jpeg/entropy_decoder.py": "test_entropy_cocotb.py",
     "rtl/jpeg/frame.py": "test_marker_parser.py",           # mcu_grid

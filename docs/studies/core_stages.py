@@ -17,6 +17,8 @@ from dlforge.boards.ooc import synthesize
 def stages():
     """name -> a function that builds the stage."""
     from dlforge.rtl.jpeg.coefficient_buffer import CoefficientBuffer
+    from dlforge.rtl.jpeg.entropy_decoder import EntropyDecoder
+    from dlforge.rtl.jpeg.entropy_pair import EntropyDecoderPair
     from dlforge.rtl.jpeg.huffman_decoder import HuffmanDecoder
     from dlforge.rtl.jpeg.idct import Idct
     from dlforge.rtl.jpeg.marker_parser import MarkerParser
@@ -27,6 +29,8 @@ def stages():
         "marker_parser": lambda: MarkerParser(4096, 4096),
         "unstuff": lambda: Unstuffer(),
         "huffman": lambda: HuffmanDecoder(),
+        "entropy": lambda: EntropyDecoder(),              # unstuffer + Huffman decoder
+        "entropy_pair": lambda: EntropyDecoderPair(),     # the same, two scans at once
         "coefficient_buffer": lambda: CoefficientBuffer(8),
         "idct8": lambda: Idct(8),
         "idct8_reduced": lambda: Idct(8, reduced=True),

@@ -227,7 +227,8 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
         with AcceleratorDevice.simulated(
                 "sim", cores=1, link_bytes=64, conv=False,
                 max_width=board.get("max_width", DEFAULTS["max_width"]),
-                max_height=board.get("max_height", DEFAULTS["max_height"])) as one:
+                max_height=board.get("max_height", DEFAULTS["max_height"]),
+                **({"contexts": board["contexts"]} if "contexts" in board else {})) as one:
             _, direct, _, bad = _run(one, named, expected, progress=progress)
         failures += [f"reference core: {b}" for b in bad]
         core_cycles = sum(r.cycles or 0 for r in direct)

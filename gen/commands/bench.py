@@ -187,7 +187,8 @@ def _device(args, progress):
     report = bench_device(args.files or None, corpus=args.corpus, limit=args.limit,
                           cores=args.cores, link_bytes=args.link_bytes, conv=args.conv,
                           reference=not args.no_reference, transform=args.transform,
-                          scale=args.scale, clock_mhz=args.clock, progress=progress)
+                          scale=args.scale, clock_mhz=args.clock, progress=progress,
+                          **({"contexts": args.contexts} if args.contexts != 1 else {}))
     out = io.StringIO()
     print_table(report, out)
     return report, report["ok"], out.getvalue().rstrip("\n")
@@ -331,6 +332,9 @@ def _device_options(p):
                    help=f"decoder cores of the simulated board (default {DEFAULTS['cores']})")
     p.add_argument("--link-bytes", type=int, default=None,
                    help=f"host link width in bytes a clock (default {DEFAULTS['link_bytes']})")
+    p.add_argument("--contexts", type=int, choices=(1, 2), default=1,
+                   help="files each core decodes at once: 2 builds C-slowed cores, two files "
+                        "each at half a core's rate per clock (default 1)")
     p.add_argument("--conv", action="store_true",
                    help="the simulated board with the convolution engine")
     p.add_argument("--no-reference", action="store_true",

@@ -91,7 +91,7 @@ class AcceleratorDevice(Device):
             regs = self.read_regs(Register.VERSION, 8)
             if regs[Register.VERSION] >> 16 == VERSION >> 16:
                 width, fifo = self.read_regs(Register.LINK_WIDTH, 2)
-                taps, largest, scales = self.read_regs(Register.RESAMPLE_TAPS, 3)
+                taps, largest, scales, files = self.read_regs(Register.RESAMPLE_TAPS, 4)
         except LinkTimeout as exc:
             self.close()
             raise DeviceUnreachable(f"no answer from {self.name}: is it an accelerator "
@@ -117,7 +117,12 @@ class AcceleratorDevice(Device):
         self.version = regs[Register.VERSION]
         #: bytes each core's input FIFO holds: the credit per core (0: not reported, no limit)
         self.input_fifo = fifo
+        #: the files it decodes at once (lanes: cores x files_per_core), each a "core" to
+        #: the scheduler
         self.cores = regs[Register.CORES]
+        #: files each core decodes at once (2: C-slowed pairs, each file at half a core's
+        #: rate per clock; 0 from a device older than the register: 1)
+        self.files_per_core = files or 1
         self.max_width, self.max_height = regs[Register.MAX_WIDTH], regs[Register.MAX_HEIGHT]
         #: the cores' resampler: taps per pass (0: none; the host resizes) and its largest
         #: crop and output (width, height)
@@ -142,7 +147,7 @@ class AcceleratorDevice(Device):
             raise ValueError(f"unknown simulated board {spec!r}: use sim or sim:dma")
         kind = parsed.target
         sim_keys = ("cores", "conv", "max_width", "max_height", "max_payload", "reply_payload",
-                    "link_bytes", "input_fifo_bytes", "corrupt", "drop", "seed")
+                    "link_bytes", "input_fifo_bytes", "corrupt", "drop", "seed", "contexts")
         sim_options = {k: options.pop(k) for k in sim_keys if k in options}
         if sim_options.get("corrupt") or sim_options.get("drop"):
             options.setdefault("verify", True)      # faults injected under a reliable socket
@@ -161,7 +166,8 @@ class AcceleratorDevice(Device):
     def info(self):
         """What the device reported of itself when connected, as a dict."""
         array = parse_array_word(self.array)
-        return {"device": self.name, "cores": self.cores, "max_width": self.max_width,
+        return {"device": self.name, "cores": self.cores,
+                "files_per_core": self.files_per_core, "max_width": self.max_width,
                 "max_height": self.max_height, "max_payload": self.max_payload,
                 "reply_payload": self.reply_payload, "link_bytes": self.link_bytes,
                 "input_fifo": self.input_fifo, "resample_taps": self.resample_taps,

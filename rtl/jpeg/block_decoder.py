@@ -29,13 +29,15 @@ class BlockDecoder(wiring.Component):
     ``small_ram``: its FIFOs, small tables and the IDCT's corner turns in "block" RAM (the
     default) or "lut" RAM (:mod:`dlforge.rtl.small_ram`)."""
 
-    def __init__(self, samples_per_clock=8, reduced=False, small_ram="block"):
+    def __init__(self, samples_per_clock=8, reduced=False, small_ram="block", contexts=1):
         if check_small_ram(small_ram):
             self._MustUse__silence = True
             raise ValueError(check_small_ram(small_ram))
         self.samples_per_clock = samples_per_clock
         self.reduced = reduced
         self.small_ram = small_ram
+        # contexts: 2 in a C-slowed core pair (rtl/jpeg/core_pair.py), see EntropyDecoder
+        self.entropy = EntropyDecoder(small_ram, contexts)
         ports = {
             "i": In(stream.Signature(ByteLayout)),
             "dht": In(stream.Signature(DhtLayout)),
@@ -53,7 +55,7 @@ class BlockDecoder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.entropy = entropy = EntropyDecoder(self.small_ram)
+        m.submodules.entropy = entropy = self.entropy
         m.submodules.buffer = buffer = CoefficientBuffer(self.samples_per_clock,
                                                         small_ram=self.small_ram)
         m.submodules.idct = idct = Idct(self.samples_per_clock, reduced=self.reduced,

@@ -59,13 +59,14 @@ class JpegCore(wiring.Component):
 
     def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT, input_bytes=1,
                  tag_bits=8, resample_taps=0, resample_max=(1024, 1024), resample_lanes=LANES,
-                 scaling=False, small_ram="block"):
+                 scaling=False, small_ram="block", contexts=1):
         # resample_taps: 0 for no resampler; resample_max: the largest crop and output
         # (width, height) it takes (its line buffers and tables); resample_lanes: its
         # pixels a clock (4, the raster's beat; 1 or 2 for a board with few multipliers);
         # scaling: the reduced IDCTs (scaled decodes at 1/2, 1/4, 1/8); small_ram: the FIFOs,
         # small tables and the IDCT's corner turns in "block" RAM (some 1.3k LUT4 fewer on the
-        # ECP5 for 26 block RAMs) or "lut" RAM, for a board short of block RAM
+        # ECP5 for 26 block RAMs) or "lut" RAM, for a board short of block RAM; contexts: 2
+        # inside a C-slowed core pair (JpegCorePair), which retimes the Huffman loop
         problem = None
         if input_bytes not in (1, 4):
             problem = f"input_bytes must be 1 or 4, not {input_bytes}"
@@ -88,6 +89,8 @@ class JpegCore(wiring.Component):
         self.resample_lanes = resample_lanes
         self.scaling = bool(scaling)
         self.small_ram = small_ram
+        self.blocks = BlockDecoder(8, reduced=self.scaling, small_ram=small_ram,
+                                   contexts=contexts)
         super().__init__({
             "i": In(stream.Signature(input_layout(input_bytes, tag_bits,
                                                   resize=bool(resample_taps),
@@ -97,6 +100,14 @@ class JpegCore(wiring.Component):
             "images": Out(32),        # files finished since reset
             "errors": Out(32),        # of which malformed or unsupported
         })
+
+    def retimed(self):
+        """For C-slowing (JpegCorePair): the registers paired by design (HuffmanDecoder)."""
+        return self.blocks.entropy.retimed()
+
+    def retime(self):
+        """For C-slowing: the registers whose pair goes around their logic (HuffmanDecoder)."""
+        return self.blocks.entropy.retime()
 
     def elaborate(self, platform):
         m = Module()
@@ -124,7 +135,7 @@ class JpegCore(wiring.Component):
         """Parser -> block decoder -> raster; the two stages behind the parser are reset
         (``flush``) between files, so that what a bad file left in them cannot reach the next."""
         m.submodules.parser = parser = MarkerParser(self.max_width, self.max_height)
-        blocks = BlockDecoder(8, reduced=self.scaling, small_ram=self.small_ram)
+        blocks = self.blocks
         raster = Raster(self.max_width, self.small_ram)
         m.submodules.blocks = ResetInserter(flush)(blocks)
         m.submodules.raster = ResetInserter(flush)(raster)

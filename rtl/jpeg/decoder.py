@@ -22,7 +22,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
-from .lane import DecoderLane
+from .lane import DecoderLane, DecoderLanePair
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .packets import input_layout, output_layout
 
@@ -34,15 +34,25 @@ class JpegDecoder(wiring.Component):
     its own stream, and the unit the core tests and `dlforge bench jpeg` drive directly."""
 
     def __init__(self, cores=1, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT,
-                 input_bytes=1, tag_bits=8, input_fifo_depth=64, small_ram="block"):
-        if cores < 1:
+                 input_bytes=1, tag_bits=8, input_fifo_depth=64, small_ram="block",
+                 contexts=1):
+        # contexts: files per core; 2 makes each core a C-slowed pair (JpegCorePair) that
+        # the decoder sees as two lanes, so ``dest`` names one of cores * contexts lanes
+        problem = (f"cores must be at least 1, not {cores}" if cores < 1 else
+                   None if contexts in (1, 2) else f"contexts must be 1 or 2, not {contexts!r}")
+        if problem:
             self._MustUse__silence = True
-            raise ValueError(f"cores must be at least 1, not {cores}")
+            raise ValueError(problem)
         # the board's lanes (input FIFO, then the core), as the accelerator top has them
-        self.lanes = [DecoderLane(input_bytes, input_fifo_depth, max_width, max_height, tag_bits,
-                                  small_ram=small_ram)
+        unit = DecoderLane if contexts == 1 else DecoderLanePair
+        self.units = [unit(input_bytes, input_fifo_depth, max_width, max_height, tag_bits,
+                           small_ram=small_ram)
                       for _ in range(cores)]
+        self.lanes = ([u for u in self.units] if contexts == 1
+                      else [lane for u in self.units for lane in u.lanes])
         self.cores = [lane.core for lane in self.lanes]
+        self.contexts = contexts
+        cores = len(self.lanes)
         self.max_width, self.max_height = max_width, max_height
         self.input_bytes, self.tag_bits = input_bytes, tag_bits
         self.input_fifo_depth = input_fifo_depth
@@ -58,8 +68,8 @@ class JpegDecoder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = len(self.lanes)
-        for k, lane in enumerate(self.lanes):
-            m.submodules[f"core{k}"] = lane
+        for k, unit in enumerate(self.units):
+            m.submodules[f"core{k}"] = unit
         for k, lane in enumerate(self.lanes):
             beat = lane.i.payload
             m.d.comb += [beat.data.eq(self.i.payload.data), beat.bytes.eq(self.i.payload.keep),

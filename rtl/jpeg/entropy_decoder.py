@@ -5,12 +5,13 @@ byte), ``dht`` (DHT segment bodies), ``scan`` (one configuration beat per scan),
 (coefficient beats) and ``done`` (status and the marker that ended the scan).
 """
 
-from amaranth import Module
+from amaranth import Module, ResetInserter
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
 from .huffman_decoder import CoefficientLayout, DhtLayout, DoneLayout, HuffmanDecoder, ScanLayout
-from .unstuff import ByteLayout, Unstuffer
+from ..stream_pipe import SkidBuffer
+from .unstuff import ByteLayout, TokenLayout, Unstuffer
 
 __all__ = ["EntropyDecoder"]
 
@@ -28,16 +29,32 @@ class EntropyDecoder(wiring.Component):
     symbols_decoded: Out(32)
     busy: Out(1)                  # a scan is being decoded
 
-    def __init__(self, small_ram="block"):
+    def __init__(self, small_ram="block", contexts=1):
         self.small_ram = small_ram                  # the Huffman decoder's (see HuffmanDecoder)
+        self.huffman = HuffmanDecoder(small_ram, contexts)
         super().__init__()
+
+    def retimed(self):
+        """The registers already paired by design, for C-slowing (see HuffmanDecoder)."""
+        return self.huffman.retimed()
+
+    def retime(self):
+        """The registers C-slowing retimes (see HuffmanDecoder)."""
+        return self.huffman.retime()
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.unstuff = unstuff = Unstuffer()
-        m.submodules.huffman = huffman = HuffmanDecoder(self.small_ram)
+        m.submodules.huffman = huffman = self.huffman
+        # Tokens through a skid buffer: the decoder's ``ready`` (its refill, late in its
+        # clock) would otherwise run on through the unstuffer into the marker parser's state
+        # (19 LUT levels: the C-slowed core's critical path).  The unstuffer stops by itself
+        # at the scan's END or EOF token, so reading ahead takes no byte the parser needs.
+        skid = SkidBuffer(TokenLayout)
+        m.submodules.tokens = ResetInserter(unstuff.restart)(skid)
         wiring.connect(m, wiring.flipped(self.i), unstuff.i)
-        wiring.connect(m, unstuff.o, huffman.tokens)
+        wiring.connect(m, unstuff.o, skid.i)
+        wiring.connect(m, skid.o, huffman.tokens)
         wiring.connect(m, wiring.flipped(self.dht), huffman.dht)
         wiring.connect(m, wiring.flipped(self.scan), huffman.scan)
         wiring.connect(m, huffman.coef, wiring.flipped(self.coef))

@@ -102,16 +102,24 @@ _Record = data.StructLayout({
 class _LoopFlags:
     """The flags that stop the loop (``decoding``, ``fresh``, ``slow_wait``), set and cleared
     through their next values so that ``go`` can be registered from them: the loop's enable
-    then costs one LUT at the start of the clock instead of three."""
+    then costs one LUT at the start of the clock instead of three.
 
-    def __init__(self, m, st, hs, done):
-        self.m, self.hs, self.done = m, hs, done
+    With two contexts (``direct``) the flags are assigned directly and ``go`` is their AND:
+    the flags are retimed there (see HuffmanDecoder.retime), which needs the logic that sets
+    them in their own assignments, not in a signal of next values."""
+
+    def __init__(self, m, st, hs, done, direct=False):
+        self.m, self.hs, self.done, self.direct = m, hs, done, direct
         self.flags = {"decoding": st.decoding, "fresh": st.fresh, "slow_wait": st.slow_wait}
-        self.nxt = {name: Signal(name=f"{name}_next") for name in self.flags}
-        m.d.comb += [self.nxt[name].eq(flag) for name, flag in self.flags.items()]
+        if not direct:
+            self.nxt = {name: Signal(name=f"{name}_next") for name in self.flags}
+            m.d.comb += [self.nxt[name].eq(flag) for name, flag in self.flags.items()]
 
     def setf(self, name, value):
-        self.m.d.comb += self.nxt[name].eq(value)
+        if self.direct:
+            self.m.d.sync += self.flags[name].eq(value)
+        else:
+            self.m.d.comb += self.nxt[name].eq(value)
 
     def finish(self, status, marker=0):
         """The scan's verdict: stop the loop, and send ``done`` once the output drained."""
@@ -122,6 +130,12 @@ class _LoopFlags:
 
     def register(self, fifo, go):
         """The flags take their next values; ``go`` (the loop may run next clock) with them."""
+        if self.direct:
+            room = Signal()
+            self.m.d.sync += room.eq(fifo.level <= _FIFO - _INFLIGHT)
+            f = self.flags
+            self.m.d.comb += go.eq(f["decoding"] & ~f["fresh"] & ~f["slow_wait"] & room)
+            return
         nxt = self.nxt
         self.m.d.sync += [flag.eq(nxt[name]) for name, flag in self.flags.items()]
         self.m.d.sync += go.eq(nxt["decoding"] & ~nxt["fresh"] & ~nxt["slow_wait"]
@@ -141,13 +155,32 @@ class HuffmanDecoder(wiring.Component):
     busy: Out(1)
     symbols_decoded: Out(32)      # counter: Huffman symbols resolved since reset
 
-    def __init__(self, small_ram="block"):
+    def __init__(self, small_ram="block", contexts=1):
         # small_ram: the output FIFO and the tables' offsets in "block" or "lut" RAM
-        if check_small_ram(small_ram):
+        # contexts: 2 when the decoder is C-slowed by two (rtl/jpeg/entropy_pair.py): the bit
+        # window's register pair is then placed by the design, in the middle of the loop
+        problem = check_small_ram(small_ram) or (
+            None if contexts in (1, 2) else f"contexts must be 1 or 2, not {contexts!r}")
+        if problem:
             self._MustUse__silence = True
-            raise ValueError(check_small_ram(small_ram))
+            raise ValueError(problem)
         self.small_ram = small_ram
+        self.contexts = contexts
+        self._retimed = []
+        self._retime = []
         super().__init__()
+
+    def retimed(self):
+        """The registers that are already a pair in the design (``contexts=2``), which
+        C-slowing leaves alone; known once the decoder is elaborated."""
+        return self._retimed
+
+    def retime(self):
+        """The registers whose pair C-slowing puts around their assignments' logic
+        (``contexts=2``): the scan position and the loop's flags, so that the loop's clock
+        ends at its step and the bookkeeping after it runs in the next.  Known once the
+        decoder is elaborated."""
+        return self._retime
 
     def elaborate(self, platform):
         m = Module()
@@ -159,8 +192,12 @@ class HuffmanDecoder(wiring.Component):
         hs = self._scan_handshake(m, tables)
         self._output(m, fifo, hs)
         st = self._scan_state()
-        ctl = _LoopFlags(m, st, hs, self.done)
-        pos = self._scan_position(st)
+        ctl = _LoopFlags(m, st, hs, self.done, direct=self.contexts == 2)
+        if self.contexts == 2:
+            self._retime[:] = [st.k, st.is_dc, st.blk, st.comp, st.mcus_left, st.in_interval,
+                               st.last_mcu, st.last_in_interval,
+                               st.phase, *ctl.flags.values(), st.rec.as_value(), st.rec_valid]
+        pos = self._scan_position(m, st)
         sel = self._table_select(m, tables, st, pos)
         win = self._bit_window(m)
 
@@ -169,7 +206,7 @@ class HuffmanDecoder(wiring.Component):
         self._advance_position(m, st, pos, loop, ctl)
         self._record(m, st, sel, win, loop)
         take_token = self._shift_window(m, st, win, loop, hs)
-        self._boundary_checks(m, st, win, ctl, take_token, hs)
+        self._boundary_checks(m, st, pos, win, ctl, take_token, hs)
         m.d.comb += self.tokens.ready.eq(take_token)
 
         # The pipeline behind the loop.
@@ -219,6 +256,11 @@ class HuffmanDecoder(wiring.Component):
         st.is_dc = Signal(init=1)
         st.mcus_left = Signal(24)
         st.in_interval = Signal(16)
+        # Whether the current MCU is the scan's last, and its interval's last: kept beside
+        # the counters (set from them a MCU ahead) so that a block's end decides the scan's
+        # or interval's end without comparing 24 and 16 bits on the way.
+        st.last_mcu = Signal()
+        st.last_in_interval = Signal()
         st.rst_next = Signal(3)
         st.phase = Signal(2)                # 0: decode, 1: restart check, 2: end check, 3: stop
         st.decoding = Signal()              # scanning and phase 0, as a register of its own
@@ -233,17 +275,25 @@ class HuffmanDecoder(wiring.Component):
         return st
 
     @staticmethod
-    def _scan_position(st):
+    def _scan_position(m, st):
         """Where the scan goes after the current block, all from registers so that the loop
         need not wait for it."""
         pos = SimpleNamespace()
+        # The next MCU's flags, as signals of their own: a retimed assignment (two contexts)
+        # reads them through a register, so they are compared beside the loop, not after it.
+        pos.next_last_mcu = Signal()
+        pos.next_last_in_interval = Signal()
+        pos.interval_of_one = Signal()
+        m.d.comb += [pos.next_last_mcu.eq(st.mcus_left == 2),
+                     pos.next_last_in_interval.eq(st.in_interval + 2
+                                                  == st.cfg.restart_interval),
+                     pos.interval_of_one.eq(st.cfg.restart_interval == 1)]
         pos.last_blk = ~(st.blk + 1 < st.blocks_here[st.comp])
         pos.last_comp = last_comp = ~(st.comp + 1 < st.cfg.components)
         pos.next_comp = Mux(pos.last_blk, Mux(last_comp, 0, st.comp + 1), st.comp)
         pos.mcu_end = pos.last_blk & last_comp
-        pos.ends_scan = pos.mcu_end & (st.mcus_left == 1)
-        pos.ends_interval = (pos.mcu_end & (st.cfg.restart_interval != 0)
-                             & (st.in_interval + 1 == st.cfg.restart_interval))
+        pos.ends_scan = pos.mcu_end & st.last_mcu
+        pos.ends_interval = pos.mcu_end & st.last_in_interval
         return pos
 
     @staticmethod
@@ -278,20 +328,25 @@ class HuffmanDecoder(wiring.Component):
         # the fast-table addresses.  Yosys merges registers whose next value is the same
         # function, so the copies differ from the window and from each other in polarity or
         # in having a clock enable.
+        # With two contexts the window is paired by hand (see _shift_window_retimed) and
+        # written only through its first register: a reset added around the decoder
+        # (ResetInserter) would write it directly, in the other context's clock, so it has
+        # none; its first register has, and empties it a clock later.
         win = SimpleNamespace()
-        win.window = Signal(_BUF)
-        win.peek_dc_n = Signal(16)          # inverted
-        win.peek_ac_n = Signal(16)          # inverted, enabled while scanning
-        win.peek_ram = Signal(16)           # enabled while scanning
-        win.nvalid = Signal(7)
-        win.enough = Signal()               # nvalid >= _NEED
+        rl = self.contexts == 2
+        win.window = Signal(_BUF, reset_less=rl)
+        win.peek_dc_n = Signal(16, reset_less=rl)       # inverted
+        win.peek_ac_n = Signal(16, reset_less=rl)       # inverted, enabled while scanning
+        win.peek_ram = Signal(16, reset_less=rl)        # enabled while scanning
+        win.nvalid = Signal(7, reset_less=rl)
+        win.enough = Signal(reset_less=rl)              # nvalid >= _NEED
+        win.restart = Signal()              # emptied this clock (two contexts only)
         win.head = head = self.tokens.payload
         win.segment_over = segment_over = Signal()  # a marker or the end of the data is next
         m.d.sync += segment_over.eq(self.tokens.valid & (head.kind != TokenKind.DATA))
         return win
 
-    @staticmethod
-    def _decode_loop(m, tables, st, sel, win):
+    def _decode_loop(self, m, tables, st, sel, win):
         """The one-clock loop that resolves a symbol's length and step; everything else waits
         in the pipeline."""
         # Per clock: the comparators find the code length (one-hot), the fast tables give
@@ -310,6 +365,10 @@ class HuffmanDecoder(wiring.Component):
         hit_dc = [Const(0)] + [peek_dc_n[16 - l:] >= floor_dc[l - 1][:l + 1] for l in range(1, 17)]
         hit_ac = [Const(0)] + [peek_ac_n[16 - l:] >= floor_ac[l - 1][:l + 1] for l in range(1, 17)]
         # The code's length, one-hot (the thermometer's first 1); all zero when not running.
+        if self.contexts == 2:
+            # Not gated by ``runnable``: its flags come late in the clock, so with two
+            # contexts what the step does is gated by it after the pick (and the clock).
+            run_dc, run_ac = st.is_dc, ~st.is_dc
         oh_dc = kept(m, Cat(*[run_dc & hit_dc[l] & ~hit_dc[l - 1] for l in range(1, 17)]), "oh_dc")
         oh_ac = kept(m, Cat(*[run_ac & hit_ac[l] & ~hit_ac[l - 1] for l in range(1, 17)]), "oh_ac")
         loop.oh_dc, loop.oh_ac = oh_dc, oh_ac
@@ -320,24 +379,49 @@ class HuffmanDecoder(wiring.Component):
         # that length would take the coefficient index (a DC symbol always leaves it at 1).
         ent_dc = kept(m, tables.fast_dc, "ent_dc", data.ArrayLayout(DcEntry, 16))
         ent_ac = kept(m, tables.fast_ac, "ent_ac", data.ArrayLayout(FastEntry, 16))
-        k_sums = [st.k + e.run + e.adv for e in ent_ac]
-        done_ac = kept(m, Cat(*[e.eob | ks[6] for e, ks in zip(ent_ac, k_sums)]), "block_done")
-        k_next_ac = data.View(data.ArrayLayout(6, 16), kept(m, Cat(*[
-            Mux(done_ac[l] | ~e.adv, 0, ks[:6]) for l, (e, ks) in enumerate(zip(ent_ac, k_sums))]),
-            "k_next"))
+        if self.contexts == 2:
+            self._step_after_pick(m, st, loop, ent_dc, ent_ac, oh_dc, oh_ac)
+        else:
+            k_sums = [st.k + e.run + e.adv for e in ent_ac]
+            done_ac = kept(m, Cat(*[e.eob | ks[6] for e, ks in zip(ent_ac, k_sums)]),
+                           "block_done")
+            k_next_ac = data.View(data.ArrayLayout(6, 16), kept(m, Cat(*[
+                Mux(done_ac[l] | ~e.adv, 0, ks[:6])
+                for l, (e, ks) in enumerate(zip(ent_ac, k_sums))]), "k_next"))
 
-        # The length picks one of them: and-or trees over the 32 one-hot lengths.
-        _Step = data.StructLayout({"total": 5, "adv": 1, "k_next": 6, "block_done": 1})
-        steps_dc = [Cat(e.total, e.adv, e.adv, Const(0, 5), Const(0, 1)) for e in ent_dc]
-        steps_ac = [Cat(e.total, e.adv, k_next_ac[l], done_ac[l]) for l, e in enumerate(ent_ac)]
-        chosen = data.View(_Step, select(m, [(oh_dc[l], steps_dc[l]) for l in range(16)]
-                                         + [(oh_ac[l], steps_ac[l]) for l in range(16)], "step"))
-        loop.total, loop.adv, loop.k_next, loop.block_done = (chosen.total, chosen.adv,
-                                                              chosen.k_next, chosen.block_done)
+            # The length picks one of them: and-or trees over the 32 one-hot lengths.
+            _Step = data.StructLayout({"total": 5, "adv": 1, "k_next": 6, "block_done": 1})
+            steps_dc = [Cat(e.total, e.adv, e.adv, Const(0, 5), Const(0, 1)) for e in ent_dc]
+            steps_ac = [Cat(e.total, e.adv, k_next_ac[l], done_ac[l])
+                        for l, e in enumerate(ent_ac)]
+            chosen = data.View(_Step, select(m, [(oh_dc[l], steps_dc[l]) for l in range(16)]
+                                             + [(oh_ac[l], steps_ac[l]) for l in range(16)],
+                                             "step"))
+            loop.total, loop.adv, loop.k_next, loop.block_done = (
+                chosen.total, chosen.adv, chosen.k_next, chosen.block_done)
         matched = any_of(m, list(oh_dc) + list(oh_ac), "matched")
+        if self.contexts == 2:
+            loop.slow = matched & ~loop.adv & run       # read in retimed assignments
+            return loop
         loop.slow = slow = Signal()
         m.d.comb += slow.eq(matched & ~loop.adv)
         return loop
+
+    @staticmethod
+    def _step_after_pick(m, st, loop, ent_dc, ent_ac, oh_dc, oh_ac):
+        """With two contexts: the length picks the entry itself (bits, run, EOB), and the
+        coefficient index and the block's end are computed from it in the assignments that
+        use them, which run a clock later (retimed): the loop's clock ends at the pick."""
+        _Step = data.StructLayout({"total": 5, "adv": 1, "run": 4, "eob": 1})
+        steps_dc = [Cat(e.total, e.adv, Const(0, 4), Const(0, 1)) for e in ent_dc]
+        steps_ac = [Cat(e.total, e.adv, e.run, e.eob) for e in ent_ac]
+        chosen = data.View(_Step, select(m, [(oh_dc[l], steps_dc[l]) for l in range(16)]
+                                         + [(oh_ac[l], steps_ac[l]) for l in range(16)], "step"))
+        k_sum = st.k + chosen.run + chosen.adv
+        loop.total = chosen.total                       # the window gates it itself
+        loop.adv = chosen.adv & loop.run
+        loop.block_done = (chosen.eob | k_sum[6]) & loop.run
+        loop.k_next = Mux(loop.block_done | ~chosen.adv, 0, k_sum[:6])
 
     @staticmethod
     def _advance_position(m, st, pos, loop, ctl):
@@ -353,7 +437,9 @@ class HuffmanDecoder(wiring.Component):
             m.d.sync += st.comp.eq(pos.next_comp)
             with m.If(pos.mcu_end):
                 m.d.sync += [st.mcus_left.eq(st.mcus_left - 1),
-                             st.in_interval.eq(st.in_interval + 1)]
+                             st.in_interval.eq(st.in_interval + 1),
+                             st.last_mcu.eq(pos.next_last_mcu),
+                             st.last_in_interval.eq(pos.next_last_in_interval)]
             with m.If(pos.ends_scan):
                 m.d.sync += st.phase.eq(2)
                 ctl.setf("decoding", 0)
@@ -389,28 +475,60 @@ class HuffmanDecoder(wiring.Component):
         filled = Signal(_BUF)
         m.d.comb += filled.eq(Mux(st.fresh, 0, window)
                               | Mux(refill, Cat(Const(0, _BUF - 8), head.value) >> nvalid[:6], 0))
-        shifted = shift_left(m, filled, loop.total, "window")
-        m.d.sync += [window.eq(shifted), win.peek_dc_n.eq(~shifted[_BUF - 16:])]
-        with m.If(hs.scanning):
-            m.d.sync += [win.peek_ac_n.eq(~shifted[_BUF - 16:]),
-                         win.peek_ram.eq(shifted[_BUF - 16:])]
         m.d.comb += take_token.eq(refill)
         # nvalid + refill - total, and whether that is still enough, from the early operands:
         # only ``total`` is late.
         room = Signal(signed(8))
         m.d.comb += room.eq(nvalid + Mux(refill, 8, 0) - _NEED)
+        if self.contexts == 2:
+            self._shift_window_retimed(m, win, loop, hs, filled, nvalid + Mux(refill, 8, 0), room)
+            return take_token
+        shifted = shift_left(m, filled, loop.total, "window")
+        m.d.sync += [window.eq(shifted), win.peek_dc_n.eq(~shifted[_BUF - 16:])]
+        with m.If(hs.scanning):
+            m.d.sync += [win.peek_ac_n.eq(~shifted[_BUF - 16:]),
+                         win.peek_ram.eq(shifted[_BUF - 16:])]
         m.d.sync += [nvalid.eq(nvalid + Mux(refill, 8, 0) - loop.total),
                      win.enough.eq(loop.total <= room)]
         return take_token
 
-    @staticmethod
-    def _restart_window(m, win, ctl):
+    def _shift_window_retimed(self, m, win, loop, hs, filled, refilled, room):
+        """With two contexts the window's register pair is placed by hand: the first register
+        takes the refilled window and the step (where the loop's lookup ends), the second the
+        shifted window a clock later.  So the loop is cut in two, the lookup in one clock and
+        the shift in the next; each context still advances every other clock."""
+        h = SimpleNamespace(filled=Signal(_BUF, name="h_filled"), total=Signal(5, name="h_total"),
+                            run=Signal(name="h_run"), refilled=Signal(7, name="h_refilled"),
+                            room=Signal(signed(8), name="h_room", init=-_NEED),
+                            restart=Signal(name="h_restart"), scanning=Signal(name="h_scanning"))
+        m.d.sync += [h.filled.eq(filled), h.total.eq(loop.total), h.run.eq(loop.run),
+                     h.refilled.eq(refilled), h.room.eq(room), h.restart.eq(win.restart),
+                     h.scanning.eq(hs.scanning)]
+        # The step counts only where the loop ran: gated in each shift stage's LUT (its
+        # select bit and the run flag, beside the two data bits).
+        step = Cat(*[h.total[b] & h.run for b in range(len(h.total))])
+        shifted = shift_left(m, h.filled, step, "window")
+        m.d.sync += [win.window.eq(shifted), win.peek_dc_n.eq(~shifted[_BUF - 16:])]
+        with m.If(h.scanning):
+            m.d.sync += [win.peek_ac_n.eq(~shifted[_BUF - 16:]),
+                         win.peek_ram.eq(shifted[_BUF - 16:])]
+        with m.If(h.restart):
+            m.d.sync += [win.nvalid.eq(0), win.enough.eq(0)]
+        with m.Else():
+            m.d.sync += [win.nvalid.eq(h.refilled - step), win.enough.eq(step <= h.room)]
+        self._retimed[:] = [*vars(h).values(), win.window, win.peek_dc_n, win.peek_ac_n,
+                            win.peek_ram, win.nvalid, win.enough]
+
+    def _restart_window(self, m, win, ctl):
         """An empty window and a running loop: at a scan's start and after a restart marker."""
-        m.d.sync += [win.nvalid.eq(0), win.enough.eq(0)]
+        if self.contexts == 2:
+            m.d.comb += win.restart.eq(1)       # through the window's first register
+        else:
+            m.d.sync += [win.nvalid.eq(0), win.enough.eq(0)]
         ctl.setf("fresh", 1)
         ctl.setf("decoding", 1)
 
-    def _boundary_checks(self, m, st, win, ctl, take_token, hs):
+    def _boundary_checks(self, m, st, pos, win, ctl, take_token, hs):
         """At a restart interval's or the scan's end: the next token must be the right RSTn or
         the end of the scan, and no data may be left over."""
         phase, rec, head = st.phase, st.rec, win.head
@@ -434,6 +552,7 @@ class HuffmanDecoder(wiring.Component):
                             m.d.comb += take_token.eq(1)
                             m.d.sync += [st.rec_valid.eq(1), rec.kind.eq(_Kind.RESTART),
                                          phase.eq(0), st.in_interval.eq(0),
+                                         st.last_in_interval.eq(pos.interval_of_one),
                                          st.rst_next.eq(st.rst_next + 1)]
                             self._restart_window(m, win, ctl)
                         with m.Else():
@@ -599,7 +718,9 @@ class HuffmanDecoder(wiring.Component):
             self._restart_window(m, win, ctl)
             m.d.sync += [st.cfg.eq(p), hs.scanning.eq(1), st.comp.eq(0),
                          st.blk.eq(0), st.k.eq(0), st.is_dc.eq(1), st.mcus_left.eq(p.mcus),
-                         st.in_interval.eq(0), st.rst_next.eq(0), st.phase.eq(0)]
+                         st.in_interval.eq(0), st.rst_next.eq(0), st.phase.eq(0),
+                         st.last_mcu.eq(p.mcus == 1),
+                         st.last_in_interval.eq(p.restart_interval == 1)]
             ctl.setf("slow_wait", 0)
             # h * v of 2-bit factors, as shifts and an add (a '*' would take a DSP block).
             m.d.sync += [st.blocks_here[c].eq(Mux(p.v[c][0], p.h[c], 0)

@@ -25,6 +25,8 @@ id above 3, a code space that overflows, more than 256 symbols, and a body that 
 raise ``error``, which stays set.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Module, Signal, Array, Cat, Const
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.memory import Memory
@@ -129,11 +131,27 @@ class HuffmanTables(wiring.Component):
                     m.d.comb += [wr.data.total.eq(fast_data.total),
                                  wr.data.adv.eq(fast_data.adv)]
                 fast_w[cls, l] = wr
+        # The loader's writes wait a clock in registers (``staged``): its logic, from the DHT
+        # stream's handshake through its state to the write enables, then ends there instead
+        # of at the memories' write ports (in a C-slowed pair that was the decoder's critical
+        # path).  ``idle`` waits for them.
+        staged = SimpleNamespace(
+            off_addr=Signal(7), off_data=Signal(8), off_en=Signal(),
+            sym_addr=Signal(11), sym_data=Signal(8), sym_en=Signal(),
+            fast_addr=Signal(6), fast_data=Signal(FastEntry), fast_en=Signal(len(fast_w)))
+        m.d.sync += [staged.off_en.eq(0), staged.sym_en.eq(0), staged.fast_en.eq(0)]
+        m.d.comb += [off_w.addr.eq(staged.off_addr), off_w.data.eq(staged.off_data),
+                     off_w.en.eq(staged.off_en), sym_w.addr.eq(staged.sym_addr),
+                     sym_w.data.eq(staged.sym_data), sym_w.en.eq(staged.sym_en)]
         with m.If(self.patch_en):
             p = self.patch
             m.d.comb += [fast_addr.eq(Cat(p.code, p.table)), fast_data.eq(p.entry)]
             for (cls, l), wr in fast_w.items():
                 m.d.comb += wr.en.eq((p.length == l) & (p.ac if cls == "ac" else ~p.ac))
+        with m.Else():
+            m.d.comb += [fast_addr.eq(staged.fast_addr), fast_data.eq(staged.fast_data)]
+            for i, wr in enumerate(fast_w.values()):
+                m.d.comb += wr.en.eq(staged.fast_en[i])
 
         # ---- Loader --------------------------------------------------------------------
         ld_state = Signal(2)            # 0: table header, 1: counts, 2: symbols
@@ -155,7 +173,9 @@ class HuffmanTables(wiring.Component):
         cl_left = Signal(8)
         cl_wide = Signal()              # more than 16 codes at this length: slow entries
 
-        m.d.comb += [self.dht.ready.eq(~self.locked), self.idle.eq(ld_state == 0)]
+        m.d.comb += [self.dht.ready.eq(~self.locked),
+                     self.idle.eq((ld_state == 0) & ~staged.off_en & ~staged.sym_en
+                                  & ~staged.fast_en.any())]
         byte = self.dht.payload.byte
         last = self.dht.payload.last
         is_ac = ld_table[2]
@@ -179,8 +199,8 @@ class HuffmanTables(wiring.Component):
                             with m.If((ld_table == t) & (ld_len == l + 1)):
                                 m.d.sync += self.floor[t][l].eq(
                                     (1 << (l + 1)) - (ld_code + count))
-                    m.d.comb += [off_w.addr.eq(Cat((ld_len - 1)[:4], ld_table)),
-                                 off_w.data.eq(ld_k - ld_code), off_w.en.eq(1)]
+                    m.d.sync += [staged.off_addr.eq(Cat((ld_len - 1)[:4], ld_table)),
+                                 staged.off_data.eq(ld_k - ld_code), staged.off_en.eq(1)]
                     listed = Signal.like(used[0])
                     m.d.comb += [listed.len.eq(ld_len), listed.code.eq(ld_code[:4]),
                                  listed.count.eq(count), listed.wide.eq(count > 16)]
@@ -209,8 +229,8 @@ class HuffmanTables(wiring.Component):
                     with m.If(last & ~complete):
                         m.d.sync += [self.error.eq(1), ld_state.eq(0)]
                 with m.Case(2):
-                    m.d.comb += [sym_w.addr.eq(Cat(ld_i[:8], ld_table)), sym_w.data.eq(byte),
-                                 sym_w.en.eq(1)]
+                    m.d.sync += [staged.sym_addr.eq(Cat(ld_i[:8], ld_table)),
+                                 staged.sym_data.eq(byte), staged.sym_en.eq(1)]
                     size, run = byte[0:4], byte[4:8]
                     entry = Signal(FastEntry)
                     with m.If(~cl_wide):
@@ -218,9 +238,11 @@ class HuffmanTables(wiring.Component):
                         with m.If(is_ac):
                             m.d.comb += [entry.run.eq(run),
                                          entry.eob.eq((size == 0) & (run != 15))]
-                    m.d.comb += [fast_addr.eq(Cat(cl_code, ld_table[:2])), fast_data.eq(entry)]
-                    for (cls, l), wr in fast_w.items():
-                        m.d.comb += wr.en.eq((cl == l) & (is_ac if cls == "ac" else ~is_ac))
+                    m.d.sync += [staged.fast_addr.eq(Cat(cl_code, ld_table[:2])),
+                                 staged.fast_data.eq(entry),
+                                 staged.fast_en.eq(Cat(*[(cl == l) & (is_ac if cls == "ac"
+                                                                      else ~is_ac)
+                                                         for cls, l in fast_w]))]
                     with m.If(cl_left == 1):
                         start_length(used[at_used], at_used + 1)
                     with m.Else():

@@ -5,6 +5,8 @@ the core tests) is the same lanes behind a plain stream: so what the tests exerc
 the board ships.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -13,10 +15,11 @@ from ..small_ram import SmallRamFifo
 from ..stream_pipe import PipeStage
 from ..link.protocol import TAG_BITS
 from .core import JpegCore
+from .core_pair import JOBS, JpegCorePair
 from .limits import DEFAULT_MAX_HEIGHT, DEFAULT_MAX_WIDTH
 from .packets import input_layout, output_layout
 
-__all__ = ["DecoderLane", "CoreFeed", "lane_entry"]
+__all__ = ["DecoderLane", "DecoderLanePair", "CoreFeed", "lane_entry"]
 
 
 def lane_entry(w, tag_bits=TAG_BITS):
@@ -108,4 +111,43 @@ class DecoderLane(wiring.Component):
         wiring.connect(m, wiring.flipped(self.i), self.feed.i)
         wiring.connect(m, self.feed.o, self.core.i)
         wiring.connect(m, self.core.o, wiring.flipped(self.o))
+        return m
+
+
+class DecoderLanePair(wiring.Component):
+    """Two lanes (a feed each) in front of one core pair
+    (:class:`~.core_pair.JpegCorePair`): to its owner, two lanes (``lanes``, each with
+    ``i``, ``o``, ``feed`` and ``core`` as a DecoderLane has them) at half a core's rate each.
+    Takes DecoderLane's parameters; the owner resets the pair as a whole."""
+
+    def __init__(self, link_bytes=1, fifo_depth=64, max_width=DEFAULT_MAX_WIDTH,
+                 max_height=DEFAULT_MAX_HEIGHT, tag_bits=TAG_BITS, resample_taps=0,
+                 resample_max=None, resample_lanes=None, scaling=False, small_ram="block"):
+        self.feeds = [CoreFeed(link_bytes, fifo_depth, resize=bool(resample_taps),
+                               scaling=scaling, tag_bits=tag_bits, small_ram=small_ram)
+                      for _ in range(JOBS)]
+        options = {"resample_taps": resample_taps, "scaling": scaling, "small_ram": small_ram}
+        if resample_max is not None:
+            options["resample_max"] = resample_max
+        if resample_lanes is not None:
+            options["resample_lanes"] = resample_lanes
+        self.pair = JpegCorePair(max_width, max_height, self.feeds[0].core_bytes, tag_bits,
+                                 **options)
+        members = {}
+        for j in range(JOBS):
+            members.update({f"i{j}": In(stream.Signature(lane_entry(link_bytes, tag_bits))),
+                            f"o{j}": Out(stream.Signature(output_layout(tag_bits)))})
+        super().__init__(members)
+        self.lanes = [SimpleNamespace(i=getattr(self, f"i{j}"), o=getattr(self, f"o{j}"),
+                                      feed=self.feeds[j], core=self.pair.job(j))
+                      for j in range(JOBS)]
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.pair = self.pair
+        for j, lane in enumerate(self.lanes):
+            m.submodules[f"feed{j}"] = lane.feed
+            wiring.connect(m, wiring.flipped(lane.i), lane.feed.i)
+            wiring.connect(m, lane.feed.o, lane.core.i)
+            wiring.connect(m, lane.core.o, wiring.flipped(lane.o))
         return m

@@ -214,7 +214,7 @@ class Register(enum.IntEnum):
     host learns what a device holds (cores, limits, the engine's sizes) and reads its counters."""
 
     VERSION = 0x00          # (major << 16) | minor of the protocol
-    CORES = 0x01            # JPEG decoder cores
+    CORES = 0x01            # JPEG decoder lanes: files decoded at once (see FILES_PER_CORE)
     MAX_WIDTH = 0x02        # the cores' width and height limits
     MAX_HEIGHT = 0x03
     ARRAY = 0x04            # rows | cols << 8 | simd << 16 | operand_bits << 24 (0: no engine)
@@ -249,6 +249,8 @@ class Register(enum.IntEnum):
     RESAMPLE_TAPS = 0x38    # the cores' resampler taps per pass (0: no resampler)
     RESAMPLE_MAX = 0x39     # its largest crop and output: width | height << 16
     SCALES = 0x3A           # the scales the cores decode at: bit k for 1/2**k (scales_word)
+    FILES_PER_CORE = 0x3B   # files a core decodes at once (2: a C-slowed pair); CORES counts
+                            # what the host addresses, cores x FILES_PER_CORE
 
 
 MAX_CORES = Register.JPEG_ERRORS - Register.JPEG_IMAGES    # per-core registers: 16 cores

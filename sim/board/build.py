@@ -90,7 +90,8 @@ def _flags(params):
 # ---- Building ---------------------------------------------------------------------------------
 
 def _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart=None,
-            rx_fifo=None, link_bytes=None, input_fifo_bytes=None, resample_taps=None):
+            rx_fifo=None, link_bytes=None, input_fifo_bytes=None, resample_taps=None,
+            contexts=None):
     from dlforge.rtl.conv.config import EngineConfig
     from dlforge.rtl.link.protocol import LINK_WIDTHS
     from dlforge.rtl.link.uart import MIN_DIVISOR
@@ -114,6 +115,10 @@ def _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart
     params = {"cores": int(cores), "conv": engine.as_dict() if engine else None,
               "max_width": int(max_width), "max_height": int(max_height),
               "max_payload": int(max_payload), "reply_payload": int(reply_payload)}
+    if contexts not in (None, 1):       # (files per core; one file per core as it was)
+        if uart:
+            raise ValueError("a UART board's cores decode a file each (no contexts)")
+        params["contexts"] = int(contexts)
     if link_bytes > 1:                  # (a byte link's parameters as they were)
         params |= {"link_bytes": link_bytes, "input_fifo_bytes": int(input_fifo_bytes)}
         # a resampler in each core (its request is read a word a clock: on a byte link the
@@ -165,6 +170,7 @@ def _verilog(params):
                              input_fifo_bytes=params.get("input_fifo_bytes", 64),
                              resample_taps=params.get("resample_taps", 0),
                              scaling=params.get("scaling", False),
+                             contexts=params.get("contexts", 1),
                              engine_clock=True)         # (the wrapper gates it)
     return verilog.convert(top, name=TOP_NAME, emit_src=False)
 
@@ -231,7 +237,7 @@ def board_key(text, env, params=None):
 def build_board(cores=DEFAULTS["cores"], conv=True, max_width=DEFAULTS["max_width"],
                 max_height=DEFAULTS["max_height"], max_payload=None, reply_payload=None,
                 uart=None, rx_fifo=None, link_bytes=None, input_fifo_bytes=None,
-                resample_taps=None, progress=None):
+                resample_taps=None, contexts=None, progress=None):
     """The simulated board's executable for this configuration, built if needed.
 
     ``conv``: with the convolution engine (its default :class:`EngineConfig`), or an
@@ -253,7 +259,7 @@ def build_board(cores=DEFAULTS["cores"], conv=True, max_width=DEFAULTS["max_widt
     It raises RuntimeError with the end of the log when it fails.
     """
     params = _params(cores, conv, max_width, max_height, max_payload, reply_payload, uart,
-                     rx_fifo, link_bytes, input_fifo_bytes, resample_taps)
+                     rx_fifo, link_bytes, input_fifo_bytes, resample_taps, contexts)
     root = build_dir_root() / "sim_board"
     root.mkdir(parents=True, exist_ok=True)
     env = simulator_env("verilator")

@@ -1,0 +1,249 @@
+"""C-slowing by two: one circuit that holds the state of two independent copies of itself
+and serves them on alternate clocks.
+
+Why: a circuit whose clock is set by a loop (a register feeding its own next value through
+logic, like the Huffman decoder's bit window) cannot be pipelined, because each step needs
+the last.  With two independent jobs in one circuit, every register of the loop becomes two
+in series, each job advances every other clock, and one register of each pair can then be
+moved into the middle of the loop by the design (it names those registers ``exempt``), which
+halves the loop's path.  Together the two jobs still take one step per clock.
+
+The transformation (Leiserson and Saxe's C-slow retiming, here with C = 2), on the elaborated
+fragment of any design in the ``sync`` domain:
+
+- every register becomes a pair: the design's logic computes the next value into a new
+  *first* register, and the original signal, the *second*, takes it a clock later; so at any
+  clock all registers hold the state of the same job, ``ctx``;
+- every memory holds two copies of its contents, one per job: ``ctx`` is a new top address
+  bit of each port;
+- a synchronous read port's data register gets its pair as well (its hold while the port is
+  disabled included);
+- combinational logic, the signals it drives and the design's ports are shared: an input
+  sampled, or an output seen, at a clock belongs to that clock's job;
+- registers named in ``retime`` have the first register of their pair moved backwards,
+  before the logic of their assignments: every signal those assignments read (their
+  right-hand sides and the conditions they sit under) is registered once, and the
+  assignments then run a clock later on the registered copies.  So the logic written in the
+  assignments themselves lands in the clock after the logic that computes the signals they
+  read, which is where the design cuts its loop.
+
+The surrounding design toggles ``ctx`` every clock (:func:`toggle`) and presents each job's
+inputs on that job's clocks.  Reset resets both jobs.  Only the ``sync`` domain is supported.
+"""
+
+from amaranth import Cat, Mux, Shape, Signal, unsigned
+from amaranth.hdl import Fragment
+from amaranth.hdl._ast import Assign, Concat, Operator, Part, Print, Property, Slice, \
+    SwitchValue, Switch, SignalDict, SignalSet
+from amaranth.hdl._ir import Instance
+from amaranth.hdl._mem import MemoryData, MemoryInstance
+from amaranth.hdl._xfrm import FragmentTransformer, LHSMaskCollector, ValueTransformer
+from amaranth.utils import ceil_log2
+
+__all__ = ["c_slow", "toggle", "job_output"]
+
+_DOMAIN = "sync"
+
+
+def toggle(m, ctx):
+    """Drive ``ctx``, the job served at each clock, from ``m``: 0, 1, 0, ... from reset."""
+    m.d.sync += ctx.eq(~ctx)
+
+
+def job_output(m, mine, shared, own, after=None):
+    """A job's own output stream from the circuit's ``shared`` one: a register per job,
+    filled on the job's clocks (``mine``) while empty, so ``own`` holds ``valid`` until its
+    consumer takes the beat (a stalled job does not stop the other).  ``after``: another
+    such output of the job whose beats must all be taken first (a verdict after its data)."""
+    with m.If(mine):
+        m.d.comb += shared.ready.eq(~own.valid & (~after.valid if after is not None else 1))
+    with m.If(own.valid & own.ready):
+        m.d.sync += own.valid.eq(0)
+    with m.If(mine & shared.valid & shared.ready):
+        m.d.sync += [own.valid.eq(1), own.payload.eq(shared.payload)]
+
+
+def c_slow(elaboratable, ctx, *, exempt=(), retime=()):
+    """``elaboratable`` C-slowed by two (see the module docstring): its ``sync`` registers,
+    except the signals in ``exempt``, become pairs, and its memories hold two jobs' contents,
+    addressed by the 1-bit ``ctx``.  ``exempt`` (registers the design pairs itself) is read
+    after the design has elaborated, so a list the design fills while elaborating works;
+    ``retime`` (registers whose pair goes around their assignments' logic) likewise."""
+    return _CSlow(ctx, exempt, retime)(elaboratable, src_loc_at=1)
+
+
+def _retarget(value, firsts):
+    """An assignment's target with each register replaced by its first register (indexes and
+    tests, which are read, stay as they are)."""
+    t = type(value)
+    if t is Signal:
+        return firsts.get(value, value)
+    if t is Slice:
+        return Slice(_retarget(value.value, firsts), value.start, value.stop)
+    if t is Part:
+        return Part(_retarget(value.value, firsts), value.offset, value.width, value.stride)
+    if t is Concat:
+        return Concat([_retarget(part, firsts) for part in value.parts])
+    if t is SwitchValue:
+        return SwitchValue(value.test, [(patterns, _retarget(v, firsts))
+                                        for patterns, v in value.cases], src_loc=value.src_loc)
+    if t is Operator and value.operator in ("u", "s"):
+        return Operator(value.operator, [_retarget(value.operands[0], firsts)])
+    raise TypeError(f"c_slow: cannot retarget an assignment to {value!r}")
+
+
+def _project(stmt, keep):
+    """The part of a statement (or list) that assigns the signals ``keep`` accepts."""
+    t = type(stmt)
+    if t is Assign:
+        targets = [keep(sig) for sig in stmt.lhs._lhs_signals()]
+        if all(targets):
+            return [stmt]
+        if any(targets):
+            raise TypeError(f"c_slow: {stmt!r} assigns retimed and other registers at once")
+        return []
+    if t is Switch:
+        cases = [(patterns, _project(stmts, keep), src_loc)
+                 for patterns, stmts, src_loc in stmt.cases]
+        if not any(stmts for _, stmts, _ in cases):
+            return []
+        return [Switch(stmt.test, cases, src_loc=stmt.src_loc)]
+    if t in (Print, Property):
+        raise TypeError("c_slow: print and property statements are not supported")
+    return [s for sub in stmt for s in _project(sub, keep)]
+
+
+class _Delayed(ValueTransformer):
+    """Reads replaced by registered copies (made on first use, driven by ``drivers``)."""
+
+    def __init__(self, copies, drivers):
+        self.copies, self.drivers = copies, drivers
+
+    def on_Signal(self, value):
+        if value not in self.copies:
+            copy = Signal.like(value, name=f"{value.name}_h")
+            self.copies[value] = copy
+            self.drivers.append(copy.eq(value))
+        return self.copies[value]
+
+    def lhs(self, value):
+        """An assignment target as it is, with the indexes into it delayed."""
+        t = type(value)
+        if t is Signal:
+            return value
+        if t is Slice:
+            return Slice(self.lhs(value.value), value.start, value.stop)
+        if t is Part:
+            return Part(self.lhs(value.value), self(value.offset), value.width, value.stride)
+        if t is Concat:
+            return Concat([self.lhs(part) for part in value.parts])
+        if t is SwitchValue:
+            return SwitchValue(self(value.test), [(patterns, self.lhs(v))
+                                                  for patterns, v in value.cases],
+                               src_loc=value.src_loc)
+        if t is Operator and value.operator in ("u", "s"):
+            return Operator(value.operator, [self.lhs(value.operands[0])])
+        raise TypeError(f"c_slow: cannot retime an assignment to {value!r}")
+
+    def statement(self, stmt):
+        t = type(stmt)
+        if t is Assign:
+            return Assign(self.lhs(stmt.lhs), self(stmt.rhs))
+        if t is Switch:
+            return Switch(self(stmt.test), [(patterns, [self.statement(s) for s in stmts],
+                                             src_loc) for patterns, stmts, src_loc in stmt.cases],
+                          src_loc=stmt.src_loc)
+        return [self.statement(s) for s in stmt]
+
+
+def _retarget_statement(stmt, firsts):
+    t = type(stmt)
+    if t is Assign:
+        return Assign(_retarget(stmt.lhs, firsts), stmt.rhs)
+    if t is Switch:
+        return Switch(stmt.test, [(patterns, [_retarget_statement(s, firsts) for s in stmts],
+                                   src_loc) for patterns, stmts, src_loc in stmt.cases],
+                      src_loc=stmt.src_loc)
+    if t in (Print, Property):
+        raise TypeError("c_slow: print and property statements are not supported")
+    return [_retarget_statement(s, firsts) for s in stmt]
+
+
+class _CSlow(FragmentTransformer):
+    def __init__(self, ctx, exempt, retime):
+        assert len(ctx) == 1
+        self.ctx = ctx
+        self._from = (exempt, retime)   # read once the design is elaborated: the design
+        self.exempt = self.retime = None    # may name its registers while it elaborates
+        self.copies = SignalDict()      # registered copies of what retimed assignments read
+
+    def on_fragment(self, fragment):
+        if isinstance(fragment, Instance):
+            raise TypeError("c_slow: instances are not supported (their state is unknown)")
+        for domain in fragment.statements:
+            if domain not in ("comb", _DOMAIN):
+                raise TypeError(f"c_slow: only the '{_DOMAIN}' domain is supported, "
+                                f"not '{domain}'")
+        if self.exempt is None:
+            self.exempt, self.retime = SignalSet(self._from[0]), SignalSet(self._from[1])
+        new = super().on_fragment(fragment)
+        if isinstance(new, MemoryInstance):
+            return self._memory(new)
+        stmts = new.statements.get(_DOMAIN)
+        if not stmts:
+            return new
+        paired = _project(stmts, lambda sig: sig not in self.retime)
+        retimed = _project(stmts, lambda sig: sig in self.retime)
+        targets = LHSMaskCollector()
+        targets.visit_stmt(paired)
+        firsts = SignalDict()
+        for signal, _mask in targets.masks():
+            if signal not in self.exempt:
+                firsts[signal] = Signal.like(signal, name=f"{signal.name}_first")
+        drivers = []
+        delayed = _Delayed(self.copies, drivers)
+        held = LHSMaskCollector()
+        held.visit_stmt(retimed)
+        # The first register takes what the job's register holds unless the logic says
+        # otherwise, as the one register did; a retimed register holds its job's value, read
+        # a clock ago, unless its (delayed) assignments say otherwise.
+        pairs = ([first.eq(signal) for signal, first in firsts.items()]
+                 + [_retarget_statement(s, firsts) for s in paired]
+                 + [signal.eq(first) for signal, first in firsts.items()])
+        later = ([signal.eq(delayed(signal)) for signal, _mask in held.masks()]
+                 + [delayed.statement(s) for s in retimed])
+        new.statements[_DOMAIN] = type(stmts)(pairs + later + drivers)
+        return new
+
+    def _memory(self, memory):
+        """Two copies of the contents, ``ctx`` the top address bit; a synchronous read's data
+        register gets its pair."""
+        data = memory._data
+        width = Shape.cast(data.shape).width
+        rows = 1 << ceil_log2(data.depth)
+        raw = list(data.init._raw) + [0] * (rows - data.depth)
+        doubled = MemoryData(shape=unsigned(width), depth=2 * rows, init=raw + raw)
+        doubled.name = data.name
+        new = MemoryInstance(data=doubled, attrs=memory._attrs, src_loc=memory.src_loc)
+        wrapper = Fragment(src_loc=memory.src_loc)
+        for port in memory._write_ports:
+            new.write_port(domain=port._domain, addr=Cat(port._addr, self.ctx),
+                           data=port._data, en=port._en)
+        for i, port in enumerate(memory._read_ports):
+            addr = Cat(port._addr, self.ctx)
+            if port._domain == "comb":
+                new.read_port(domain="comb", addr=addr, data=port._data, en=port._en,
+                              transparent_for=())
+                continue
+            # The port's own register is the first; ``port._data`` becomes the second, and
+            # holds the job's value when the job's read was disabled.
+            first = Signal(width, name=f"{data.name}_r{i}_first")
+            held = Signal(width, name=f"{data.name}_r{i}_held")
+            en = Signal(name=f"{data.name}_r{i}_en")
+            new.read_port(domain=port._domain, addr=addr, data=first, en=port._en,
+                          transparent_for=port._transparent_for)
+            wrapper.add_statements(port._domain, [
+                en.eq(port._en), held.eq(port._data),
+                port._data.eq(Mux(en, first, held))])
+        wrapper.add_subfragment(new, "storage")
+        return wrapper

@@ -1,0 +1,78 @@
+"""Two scans at once in one entropy decoder: the unstuffer and the Huffman decoder C-slowed by
+two (:mod:`dlforge.rtl.cslow`), each scan served on alternate clocks.
+
+Why: the Huffman decoder's symbol loop sets the core's clock on an ECP5 and cannot be
+pipelined within one scan (each symbol's start is the last one's end).  Two independent
+scans make every register a pair, so the loop's path can be cut in two
+(``HuffmanDecoder(contexts=2)`` moves one register of the bit window's pair into the middle
+of the loop): together they still resolve one symbol per clock, each at half that.
+
+Ports: one set per scan *job* (``i0``/``i1``, ``dht0``/``dht1``, ``scan0``/``scan1``,
+``coef0``/``coef1``, ``done0``/``done1``, ``busy``, ``symbols_decoded``), each with the
+meaning it has on :class:`~.entropy_decoder.EntropyDecoder`.  A job's inputs are taken on its
+own clocks only; its outputs leave through a register of their own, so each output stream
+keeps ``valid`` until it is taken.  Each job has its own tables: the two scans may come from
+different files with different tables, sizes and layouts, and neither waits for the other.
+"""
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring, stream
+from amaranth.lib.wiring import In, Out
+
+from ..cslow import c_slow, job_output, toggle
+from .entropy_decoder import EntropyDecoder
+from .huffman_decoder import CoefficientLayout, DhtLayout, DoneLayout, ScanLayout
+from .unstuff import ByteLayout
+
+__all__ = ["EntropyDecoderPair", "JOBS"]
+
+JOBS = 2
+
+
+class EntropyDecoderPair(wiring.Component):
+    """Two :class:`~.entropy_decoder.EntropyDecoder` jobs in one C-slowed circuit."""
+
+    def __init__(self, small_ram="block"):
+        self.small_ram = small_ram
+        members = {}
+        for j in range(JOBS):
+            members.update({
+                f"i{j}": In(stream.Signature(ByteLayout)),
+                f"dht{j}": In(stream.Signature(DhtLayout)),
+                f"scan{j}": In(stream.Signature(ScanLayout)),
+                f"coef{j}": Out(stream.Signature(CoefficientLayout)),
+                f"done{j}": Out(stream.Signature(DoneLayout)),
+            })
+        members["busy"] = Out(JOBS)
+        members["symbols_decoded"] = Out(32).array(JOBS)
+        super().__init__(members)
+
+    def job(self, j):
+        """Job ``j``'s ports, named as on an EntropyDecoder (for testbenches)."""
+        from types import SimpleNamespace
+        return SimpleNamespace(i=getattr(self, f"i{j}"), dht=getattr(self, f"dht{j}"),
+                               scan=getattr(self, f"scan{j}"), coef=getattr(self, f"coef{j}"),
+                               done=getattr(self, f"done{j}"), busy=self.busy[j],
+                               symbols_decoded=self.symbols_decoded[j])
+
+    def elaborate(self, platform):
+        m = Module()
+        inner = EntropyDecoder(self.small_ram, contexts=JOBS)
+        ctx = Signal()
+        m.submodules.jobs = c_slow(inner, ctx, exempt=inner.retimed(), retime=inner.retime())
+        toggle(m, ctx)
+        for j in range(JOBS):
+            mine = ctx == j
+            for name in ("i", "dht", "scan"):
+                outer, port = getattr(self, f"{name}{j}"), getattr(inner, name)
+                with m.If(mine):
+                    m.d.comb += [port.valid.eq(outer.valid), port.payload.eq(outer.payload)]
+                m.d.comb += outer.ready.eq(mine & port.ready)
+            coef, done = getattr(self, f"coef{j}"), getattr(self, f"done{j}")
+            job_output(m, mine, inner.coef, coef)
+            # (the decoder sends its verdict once its coefficients are taken: so here too)
+            job_output(m, mine, inner.done, done, after=coef)
+            with m.If(mine):
+                m.d.sync += [self.busy[j].eq(inner.busy),
+                             self.symbols_decoded[j].eq(inner.symbols_decoded)]
+        return m

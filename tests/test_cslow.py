@@ -1,0 +1,137 @@
+"""C-slowing by two: the C-slowed circuit, fed two jobs on alternate clocks, gives each job
+exactly what a circuit of its own gives it (two separate instances are the reference)."""
+
+import random
+
+import pytest
+from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+from dlforge.rtl.cslow import c_slow, toggle
+
+
+class _Toy(wiring.Component):
+    """Registers with enables, partial and indexed assignments, a synchronous read port with
+    an enable (transparent), a combinational read port, and a register fed back through both."""
+
+    op: In(2)
+    arg: In(8)
+    addr: In(3)
+    out: Out(8)
+    peek: Out(8)
+    acc_o: Out(8)
+
+    def __init__(self):
+        self.registers = {}
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=8, depth=6, init=[3, 1, 4, 1, 5])
+        wr = mem.write_port()
+        rd = mem.read_port(transparent_for=(wr,))
+        peek = mem.read_port(domain="comb")
+        acc = Signal(8, init=7)
+        regs = [Signal(4, name=f"r{i}") for i in range(4)]
+        arr = Array(regs)
+        self.registers.update(acc=acc, regs=regs)
+        m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(acc + self.arg),
+                     rd.addr.eq(self.addr), rd.en.eq(self.op == 2), peek.addr.eq(acc[:3] % 6),
+                     self.out.eq(rd.data), self.peek.eq(peek.data), self.acc_o.eq(acc)]
+        with m.Switch(self.op):
+            with m.Case(0):
+                m.d.sync += acc.eq(acc + self.arg)
+            with m.Case(1):
+                m.d.comb += wr.en.eq(1)
+                m.d.sync += acc[4:].eq(self.arg[:4])
+            with m.Case(2):
+                m.d.sync += arr[self.arg[:2]].eq(acc ^ rd.data)
+            with m.Case(3):
+                m.d.sync += acc.eq(Mux(peek.data[0], regs[0] + regs[1], Cat(regs[2], regs[3])))
+        return m
+
+
+def _stimulus(rng, n):
+    return [(rng.randrange(4), rng.randrange(256), rng.randrange(6)) for _ in range(n)]
+
+
+def _run_single(stim):
+    dut = _Toy()
+    seen = []
+
+    async def bench(ctx):
+        for op, arg, addr in stim:
+            ctx.set(dut.op, op), ctx.set(dut.arg, arg), ctx.set(dut.addr, addr)
+            await ctx.delay(1e-9)
+            seen.append((ctx.get(dut.out), ctx.get(dut.peek), ctx.get(dut.acc_o)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return seen
+
+
+def _run_pair(stims, retime):
+    toy = _Toy()
+    ctx_sig = Signal()
+    m = Module()
+    chosen = {"none": lambda: [], "acc": lambda: [toy.registers["acc"]],
+              "all": lambda: [toy.registers["acc"], *toy.registers["regs"]]}[retime]
+
+    class _Later:                       # the registers exist once the toy has elaborated
+        def __iter__(self):
+            return iter(chosen())
+
+    m.submodules.toy = c_slow(toy, ctx_sig, retime=_Later())
+    toggle(m, ctx_sig)
+    seen = ([], [])
+
+    async def bench(ctx):
+        steps = [iter(s) for s in stims]
+        for _ in range(2 * len(stims[0])):
+            job = ctx.get(ctx_sig)
+            op, arg, addr = next(steps[job])
+            ctx.set(toy.op, op), ctx.set(toy.arg, arg), ctx.set(toy.addr, addr)
+            await ctx.delay(1e-9)
+            seen[job].append((ctx.get(toy.out), ctx.get(toy.peek), ctx.get(toy.acc_o)))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return seen
+
+
+@pytest.mark.parametrize("retime", ["none", "acc", "all"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_each_job_sees_a_circuit_of_its_own(seed, retime):
+    """Also with registers retimed (their assignments a clock later on registered copies of
+    what they read): indexed and partial assignments under conditions."""
+    rng = random.Random(seed)
+    stims = (_stimulus(rng, 300), _stimulus(rng, 300))
+    alone = [_run_single(s) for s in stims]
+    together = _run_pair(stims, retime)
+    assert together[0] == alone[0]
+    assert together[1] == alone[1]
+    assert alone[0] != alone[1]
+
+
+def test_other_domains_are_refused():
+    class _Other(wiring.Component):
+        o: Out(1)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.d.pix += self.o.eq(~self.o)
+            return m
+
+    m = Module()
+    m.submodules.x = c_slow(_Other(), Signal())
+    with pytest.raises(TypeError, match="only the 'sync' domain"):
+        Simulator(m)
