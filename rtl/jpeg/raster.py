@@ -97,14 +97,14 @@ class Raster(wiring.Component):
         rd = self._reader_position(m, img, prog)
         near_far = self._chroma_lines(m, img, rd)
         issue, tok0 = self._read_lines(m, mem, img, prog, rd, near_far, advance)
-        tok1, tok2, words = self._fetch_words(m, mem, advance, tok0)
+        tok1s, tok2, words = self._fetch_words(m, mem, advance, tok0)
         tok3, y3, cols = self._chroma_columns(m, img, advance, tok2, words)
         tok4, y4, up4 = self._upsample_chroma(m, img, advance, tok3, y3, cols)
         toks = self._colour(m, img, fifo, advance, tok4, y4, up4)
-        self._output_beats(m, fifo)
+        held = self._output_beats(m, fifo)
 
         self._finish_image(m, img, prog, w, rd, fifo,
-                           [issue, tok0, tok1, tok2, tok3, tok4, *toks])
+                           [issue, tok0, *tok1s, tok2, tok3, tok4, *toks], held)
         return m
 
     def _line_buffers(self, m):
@@ -248,12 +248,12 @@ class Raster(wiring.Component):
     def _group_fifo(self, m):
         """The reader's pipeline runs only while the output FIFO has room for every group in
         flight, so that it never needs to stall stage by stage."""
-        fifo_depth = 11
+        fifo_depth = 12
         m.submodules.fifo = fifo = SmallRamFifo(width=_GroupLayout.size, depth=fifo_depth,
                                                 small_ram=self.small_ram)
         # Registered (it enables every stage): one clock late, so it leaves one more slot.
         advance = Signal()
-        m.d.sync += advance.eq(fifo.level <= fifo_depth - 8)
+        m.d.sync += advance.eq(fifo.level <= fifo_depth - 9)
         return fifo, advance
 
     @staticmethod
@@ -380,11 +380,16 @@ class Raster(wiring.Component):
 
     @staticmethod
     def _fetch_words(m, mem, advance, tok0):
-        """S1, S2: the luma and near chroma words of clock A are held until the far chroma
-        words of clock B arrive, then a group's words move on together."""
+        """S1, S1b, S2: the memories' words taken into registers as they are (the block RAMs'
+        outputs, 5.8 ns after the clock, reach them across the chip with no logic on the
+        way); then the luma and near chroma words of clock A are held until the far chroma
+        words of clock B arrive, and a group's words move on together."""
         lr, cbr, crr = mem.lr, mem.cbr, mem.crr
         # ---- S1: memory data with its token ------------------------------------------------
         tok1 = Signal(_Tok)
+        # ---- S1b: the same, registered ------------------------------------------------------
+        tok1b = Signal(_Tok)
+        y1b, cb1b, cr1b = Signal(64), Signal(64), Signal(64)
         hold_y = Signal(64)
         hold_cb = Signal(64)
         hold_cr = Signal(64)
@@ -394,14 +399,15 @@ class Raster(wiring.Component):
         near2 = [Signal(64, name="near2_cb"), Signal(64, name="near2_cr")]
         far2 = [Signal(64, name="far2_cb"), Signal(64, name="far2_cr")]
         with m.If(advance):
-            m.d.sync += tok1.eq(tok0)
-            with m.If(tok1.valid & ~tok1.phase):
-                m.d.sync += [hold_y.eq(lr.data), hold_cb.eq(cbr.data), hold_cr.eq(crr.data)]
-            m.d.sync += tok2.eq(Mux(tok1.valid & tok1.phase, tok1, 0))
-            with m.If(tok1.valid & tok1.phase):
+            m.d.sync += [tok1.eq(tok0), tok1b.eq(tok1), y1b.eq(lr.data), cb1b.eq(cbr.data),
+                         cr1b.eq(crr.data)]
+            with m.If(tok1b.valid & ~tok1b.phase):
+                m.d.sync += [hold_y.eq(y1b), hold_cb.eq(cb1b), hold_cr.eq(cr1b)]
+            m.d.sync += tok2.eq(Mux(tok1b.valid & tok1b.phase, tok1b, 0))
+            with m.If(tok1b.valid & tok1b.phase):
                 m.d.sync += [y2.eq(hold_y), near2[0].eq(hold_cb), near2[1].eq(hold_cr),
-                             far2[0].eq(cbr.data), far2[1].eq(crr.data)]
-        return tok1, tok2, SimpleNamespace(y2=y2, near2=near2, far2=far2)
+                             far2[0].eq(cb1b), far2[1].eq(cr1b)]
+        return [tok1, tok1b], tok2, SimpleNamespace(y2=y2, near2=near2, far2=far2)
 
     @staticmethod
     def _chroma_columns(m, img, advance, tok2, words):
@@ -538,31 +544,39 @@ class Raster(wiring.Component):
         return [held_tok, tok5, tok6, tok7]
 
     def _output_beats(self, m, fifo):
-        """Each group of 8 as one or two beats of 4: the core's output width."""
+        """Each group of 8 as one or two beats of 4: the core's output width.  The group is
+        split from a register of its own, filled from the FIFO: the FIFO's block RAM gives
+        its word 5.6 ns after the clock, too late to decide the split and the FIFO's read
+        in the same clock.  Returns whether that register holds a group."""
         group_out = Signal(_GroupLayout)
+        held = Signal()
         second = Signal()
-        m.d.comb += group_out.eq(fifo.r_data)
         count = group_out.count
         final_beat = Mux(second, 1, count <= PIXELS_PER_BEAT)
+        take = Signal()
         m.d.comb += [
-            self.o.valid.eq(fifo.r_rdy),
+            self.o.valid.eq(held),
             self.o.payload.count.eq(Mux(second, count - PIXELS_PER_BEAT,
                                         Mux(count > PIXELS_PER_BEAT, PIXELS_PER_BEAT, count))),
             self.o.payload.last.eq(group_out.last & final_beat),
-            fifo.r_en.eq(self.o.ready & final_beat),
+            take.eq(~held | (self.o.ready & final_beat)),
+            fifo.r_en.eq(take),
         ]
+        with m.If(take):
+            m.d.sync += [group_out.eq(fifo.r_data), held.eq(fifo.r_rdy)]
         for k in range(PIXELS_PER_BEAT):
             m.d.comb += self.o.payload.rgb[k].eq(
                 Mux(second, group_out.rgb[k + PIXELS_PER_BEAT], group_out.rgb[k]))
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += second.eq(~final_beat)
+        return held
 
     @staticmethod
-    def _finish_image(m, img, prog, w, rd, fifo, toks):
+    def _finish_image(m, img, prog, w, rd, fifo, toks, held):
         """The image is finished when every pixel has left: only then may the next frame
         reuse the slots."""
         pipeline_empty = ~Cat(*[tok.valid for tok in toks]).any()
-        m.d.comb += prog.out_idle.eq(pipeline_empty & ~fifo.r_rdy & (fifo.level == 0))
+        m.d.comb += prog.out_idle.eq(pipeline_empty & ~fifo.r_rdy & (fifo.level == 0) & ~held)
         with m.If(img.active & prog.writer_done & prog.reader_done & prog.out_idle):
             m.d.sync += [img.active.eq(0), w.w_row.eq(0), prog.rows_written.eq(0),
                          prog.rows_read.eq(0), w.w_slot3.eq(0), rd.rk.eq(0), rd.ry.eq(0),
