@@ -84,7 +84,7 @@ def run_bench(block_name, params, tb, *, component=None, sim=None, check=True, p
     tb = dict(tb, check=bool(check))       # (whatever the block's bench parameters say)
     if block.name == "jpeg":
         from .bench.device import stated_clock
-        clock = stated_clock(clock_mhz)                     # (refused before minutes of sim)
+        clock = stated_clock(clock_mhz, params.get("contexts", 1))  # (refused before sim)
     if component is None:
         component = block.build(**params)
     result = run_cocotb(component, name=block.module_name(params), test_module=block.testbench,

@@ -23,6 +23,9 @@ def test_rates_at_a_clock_say_where_it_comes_from():
     projection; one core fed directly at each clock beside one CPU core, where measured."""
     assert bench.stated_clock() == (bench.ECP5_CORE_FMAX_MHZ, bench.MEASURED_CLOCK)
     assert bench.stated_clock(60) == (60.0, bench.STATED_CLOCK)
+    # a two-file core's own measured clock by default, a stated one as stated
+    assert bench.stated_clock(None, 2) == (bench.ECP5_PAIR_FMAX_MHZ, bench.MEASURED_PAIR_CLOCK)
+    assert bench.stated_clock(60, 2) == (60.0, bench.STATED_CLOCK)
     with pytest.raises(ValueError, match="positive"):
         bench.stated_clock(0)
     w = bench.worth(4.0, 100.0, bench.stated_clock(60), core_pixels_per_clock=2.5)

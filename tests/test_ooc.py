@@ -59,3 +59,18 @@ def test_abc9_assertions_fall_back_and_other_errors_do_not():
                                     " part of the design.\n")
     assert not abc9_asserted("2.3. Executing PROC pass\nERROR: Assert `x' failed in y.cc\n")
     assert not abc9_asserted("")
+
+
+def test_a_renaming_pass_out_of_memory_falls_back_and_nothing_else_does():
+    """yosys' WebAssembly build stops in AUTONAME, its last pass, on the two-file core (the
+    log ends with that pass's header): the flow reruns without it.  A stop anywhere else is
+    not such a case."""
+    from dlforge.boards.ooc import autoname_trapped
+    mapped = ("2.46. Executing OPT_LUT_INS pass (discard unused LUT inputs).\n"
+              "Removed 0 unused cells and 50111 unused wires.\n\n")
+    assert autoname_trapped(mapped + "2.47. Executing AUTONAME pass.\n")
+    assert not autoname_trapped(mapped)
+    assert not autoname_trapped(mapped + "2.47. Executing AUTONAME pass.\n"
+                                         "2.48. Executing HIERARCHY pass (managing design "
+                                         "hierarchy).\n")
+    assert not autoname_trapped("")

@@ -30,6 +30,7 @@ import numpy as np
 from dlforge.host.jpeg.scaled_decode import scaled_decode
 
 __all__ = ["bench_device", "cpu_rate", "stated_clock", "worth", "ECP5_CORE_FMAX_MHZ",
+           "ECP5_PAIR_FMAX_MHZ",
            "ECP5_ENGINE_BOARD_MHZ", "XDMA_MHZ", "IMAGENET_PIXELS"]
 
 #: The whole decoder core out of context on an ECP5-85F, max width 4096, median of placer
@@ -37,6 +38,10 @@ __all__ = ["bench_device", "cpu_rate", "stated_clock", "worth", "ECP5_CORE_FMAX_
 #: the IDCT's input were registered: seeds 49.99 / 45.98 / 48.65, the Huffman loop critical
 #: in each; 50.08 on 2026-12-05).
 ECP5_CORE_FMAX_MHZ = 48.65
+#: The two-file core (``contexts=2``, C-slowed) out of context on an ECP5-85F, max width
+#: 1024 (at 4096 its block RAM does not fit), median of placer seeds 1-3 (55.78 / 56.80 /
+#: 56.75 MHz, 2026-12-06, docs/results.md): the default clock of a two-file core's rates.
+ECP5_PAIR_FMAX_MHZ = 56.75
 #: The ULX3S-85F preset (a decoder core and the 2x2x4 engine) as routed by nextpnr
 #: (docs/boards.md): the clock the engine's cycles are converted at for an ECP5.
 ECP5_ENGINE_BOARD_MHZ = 44.3
@@ -46,14 +51,19 @@ XDMA_MHZ = 250.0
 IMAGENET_PIXELS = 500 * 375
 #: Where a rate's clock comes from: ECP5_CORE_FMAX_MHZ, ``--clock``, XDMA_MHZ.
 MEASURED_CLOCK = "measured: ECP5-85F whole core, median of placer seeds 1-3"
+MEASURED_PAIR_CLOCK = ("measured: ECP5-85F whole two-file core at max width 1024, median of "
+                       "placer seeds 1-3")
 STATED_CLOCK = "stated on the command line, not measured here"
 XDMA_CLOCK = "projection: Xilinx XDMA's AXI clock; no Xilinx timing has been measured"
 
 
-def stated_clock(clock_mhz=None):
+def stated_clock(clock_mhz=None, contexts=1):
     """(MHz, where that clock comes from) for a rate at ``clock_mhz`` (None: the ECP5 core's
-    measured Fmax): a figure at a clock says which kind of clock it is."""
+    measured Fmax, the two-file core's with ``contexts=2``): a figure at a clock says which
+    kind of clock it is."""
     if clock_mhz is None:
+        if contexts == 2:
+            return ECP5_PAIR_FMAX_MHZ, MEASURED_PAIR_CLOCK
         return ECP5_CORE_FMAX_MHZ, MEASURED_CLOCK
     if not clock_mhz > 0:
         raise ValueError(f"a clock is a positive number of MHz, not {clock_mhz!r}")
@@ -185,7 +195,7 @@ def bench_device(files=None, corpus="photos", limit=None, cores=None, link_bytes
     from dlforge.sim.board.build import DEFAULTS
     if transform not in (None, "eval"):
         raise ValueError(f"bench device takes --transform eval, not {transform!r}")
-    clock = stated_clock(clock_mhz)
+    clock = stated_clock(clock_mhz, board.get("contexts", 1))
     cores = DEFAULTS["cores"] if cores is None else cores
     link_bytes = DEFAULTS["link_bytes"] if link_bytes is None else link_bytes
     named = _files(files, corpus, limit)

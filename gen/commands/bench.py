@@ -280,11 +280,11 @@ def _mhz(text):
 
 
 def _clock(p, what):
-    from dlforge.gen.bench.device import ECP5_CORE_FMAX_MHZ
+    from dlforge.gen.bench.device import ECP5_CORE_FMAX_MHZ, ECP5_PAIR_FMAX_MHZ
     p.add_argument("--clock", type=_mhz, default=None, metavar="MHZ",
                    help=f"the clock {what} reported at, beside libjpeg-turbo on one CPU "
                         f"core (default {ECP5_CORE_FMAX_MHZ:g}: the decoder core's measured "
-                        f"ECP5 Fmax)")
+                        f"ECP5 Fmax; {ECP5_PAIR_FMAX_MHZ:g} with --contexts 2)")
 
 
 def _block_options(block):
