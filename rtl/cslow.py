@@ -29,6 +29,10 @@ fragment of any design in the ``sync`` domain:
 
 The surrounding design toggles ``ctx`` every clock (:func:`toggle`) and presents each job's
 inputs on that job's clocks.  Reset resets both jobs.  Only the ``sync`` domain is supported.
+
+Amaranth has no such transformation; this one is written on its 0.5 fragment internals
+(``amaranth.hdl._xfrm``, ``_mem``), as its own ``DomainRenamer`` and ``ResetInserter`` are,
+which the project's pin (``amaranth>=0.5.10,<0.6``) keeps stable.
 """
 
 from amaranth import Cat, Mux, Shape, Signal, unsigned

@@ -93,11 +93,6 @@ def test_two_cores_tag_every_result_and_double_the_rate():
     # Measured 3.37 against 2.04 pixels per clock: two cores at ~2 each come close to the
     # shared output port's 4 pixels per clock (one 4-pixel beat a clock).
     assert two["aggregate_pixels_per_clock"] > 1.6 * one["aggregate_pixels_per_clock"]
-    # A core that decodes two files at once (C-slowed, each file every other clock) keeps
-    # one core's rate per clock with both files under way.
-    pair = _run({"max_width": 512, "input_bytes": 4, "contexts": 2}, corpus="crops", limit=8,
-                repeat=2)
-    assert pair["aggregate_pixels_per_clock"] > 0.85 * one["aggregate_pixels_per_clock"]
 
 
 @pytest.mark.verilator
@@ -106,11 +101,15 @@ def test_two_files_per_core():
     corpus in both modes under back-pressure, then malformed and unsupported files beside
     good ones, and a file ending while the other job is mid-scan throughout: every status
     right, every good file bit-exact."""
-    m = _run({"max_width": 512, "contexts": 2}, corpus="quick", modes=["fancy", "fast"],
-             ready_prob=0.7, valid_prob=0.9)
+    pair = {"max_width": 512, "input_bytes": 4, "contexts": 2}       # (one build for all)
+    m = _run(pair, corpus="quick", modes=["fancy", "fast"], ready_prob=0.7, valid_prob=0.9)
     assert m["ok"] == m["files"] >= 100
-    m = _run({"max_width": 512, "contexts": 2}, corpus="mixed", ready_prob=0.8)
+    m = _run(pair, corpus="mixed", ready_prob=0.8)
     assert m["files"] >= 80 and 0 < m["ok"] < m["files"]
+    # With both files under way it keeps one core's rate per clock: one core does 2.04
+    # pixels per clock on these crops (the test above); the pair measured 2.036, one 2.036.
+    m = _run(pair, corpus="crops", limit=8, repeat=2)
+    assert m["aggregate_pixels_per_clock"] > 0.85 * 2.04
 
 
 def test_invalid_parameters():

@@ -48,7 +48,7 @@ class JpegDecoder(wiring.Component):
         self.units = [unit(input_bytes, input_fifo_depth, max_width, max_height, tag_bits,
                            small_ram=small_ram)
                       for _ in range(cores)]
-        self.lanes = ([u for u in self.units] if contexts == 1
+        self.lanes = (list(self.units) if contexts == 1
                       else [lane for u in self.units for lane in u.lanes])
         self.cores = [lane.core for lane in self.lanes]
         self.contexts = contexts

@@ -23,6 +23,12 @@ their place after the last symbol of their interval.  A code whose length has mo
 codes (a *slow* entry, in practice the 16-bit codes of the standard AC tables) costs five
 extra clocks: the pipeline looks its symbol up and patches the fast table for one clock.
 
+With ``contexts=2`` the decoder is built to be C-slowed by two (two scans at once, each every
+other clock: :mod:`dlforge.rtl.cslow`, :mod:`.entropy_pair`, :mod:`.core_pair`), and the
+loop is cut in two there: the comparators, the one-hot length and the pick in one clock; the
+window's shift, the coefficient index, the block's end and the scan position in the next
+(:meth:`HuffmanDecoder.retimed`, :meth:`HuffmanDecoder.retime`).
+
 Output: one beat per coefficient written (DC always, AC when nonzero; ``zz`` is the zigzag
 index) and ``end`` on the beat that closes a block; a block closed by EOB after its last
 nonzero coefficient gets an extra beat with ``write`` low.  Each scan ends with one ``done``
