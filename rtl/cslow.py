@@ -44,9 +44,11 @@ from amaranth.hdl._mem import MemoryData, MemoryInstance
 from amaranth.hdl._xfrm import FragmentTransformer, LHSMaskCollector, ValueTransformer
 from amaranth.utils import ceil_log2
 
-__all__ = ["c_slow", "toggle", "job_output"]
+__all__ = ["c_slow", "toggle", "job_output", "JOBS"]
 
 _DOMAIN = "sync"
+#: The jobs a C-slowed circuit serves: two (C = 2), one on each clock in turn.
+JOBS = 2
 
 
 def toggle(m, ctx):

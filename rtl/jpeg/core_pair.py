@@ -23,12 +23,10 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
-from ..cslow import c_slow, job_output, toggle
+from ..cslow import JOBS, c_slow, job_output, toggle
 from .core import JpegCore
 
 __all__ = ["JpegCorePair", "JOBS"]
-
-JOBS = 2
 
 
 class JpegCorePair(wiring.Component):

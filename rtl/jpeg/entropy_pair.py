@@ -15,18 +15,18 @@ keeps ``valid`` until it is taken.  Each job has its own tables: the two scans m
 different files with different tables, sizes and layouts, and neither waits for the other.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Module, Signal
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
-from ..cslow import c_slow, job_output, toggle
+from ..cslow import JOBS, c_slow, job_output, toggle
 from .entropy_decoder import EntropyDecoder
 from .huffman_decoder import CoefficientLayout, DhtLayout, DoneLayout, ScanLayout
 from .unstuff import ByteLayout
 
 __all__ = ["EntropyDecoderPair", "JOBS"]
-
-JOBS = 2
 
 
 class EntropyDecoderPair(wiring.Component):
@@ -49,7 +49,6 @@ class EntropyDecoderPair(wiring.Component):
 
     def job(self, j):
         """Job ``j``'s ports, named as on an EntropyDecoder (for testbenches)."""
-        from types import SimpleNamespace
         return SimpleNamespace(i=getattr(self, f"i{j}"), dht=getattr(self, f"dht{j}"),
                                scan=getattr(self, f"scan{j}"), coef=getattr(self, f"coef{j}"),
                                done=getattr(self, f"done{j}"), busy=self.busy[j],
