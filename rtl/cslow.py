@@ -78,24 +78,45 @@ def c_slow(elaboratable, ctx, *, exempt=(), retime=()):
     return _CSlow(ctx, exempt, retime)(elaboratable, src_loc_at=1)
 
 
-def _retarget(value, firsts):
-    """An assignment's target with each register replaced by its first register (indexes and
-    tests, which are read, stay as they are)."""
+def _rewrite_lhs(value, target, read):
+    """An assignment's target with each assigned signal mapped by ``target`` and each value
+    read on the way (an index, a test) by ``read``."""
     t = type(value)
     if t is Signal:
-        return firsts.get(value, value)
+        return target(value)
     if t is Slice:
-        return Slice(_retarget(value.value, firsts), value.start, value.stop)
+        return Slice(_rewrite_lhs(value.value, target, read), value.start, value.stop)
     if t is Part:
-        return Part(_retarget(value.value, firsts), value.offset, value.width, value.stride)
+        return Part(_rewrite_lhs(value.value, target, read), read(value.offset), value.width,
+                    value.stride)
     if t is Concat:
-        return Concat([_retarget(part, firsts) for part in value.parts])
+        return Concat([_rewrite_lhs(part, target, read) for part in value.parts])
     if t is SwitchValue:
-        return SwitchValue(value.test, [(patterns, _retarget(v, firsts))
-                                        for patterns, v in value.cases], src_loc=value.src_loc)
+        return SwitchValue(read(value.test), [(patterns, _rewrite_lhs(v, target, read))
+                                              for patterns, v in value.cases],
+                           src_loc=value.src_loc)
     if t is Operator and value.operator in ("u", "s"):
-        return Operator(value.operator, [_retarget(value.operands[0], firsts)])
-    raise TypeError(f"c_slow: cannot retarget an assignment to {value!r}")
+        return Operator(value.operator, [_rewrite_lhs(value.operands[0], target, read)])
+    raise TypeError(f"c_slow: cannot rewrite an assignment to {value!r}")
+
+
+def _rewrite(stmt, target, read):
+    """A statement (or list) with its targets mapped by ``target`` and what it reads (right-
+    hand sides, tests, indexes) by ``read``."""
+    t = type(stmt)
+    if t is Assign:
+        return Assign(_rewrite_lhs(stmt.lhs, target, read), read(stmt.rhs))
+    if t is Switch:
+        return Switch(read(stmt.test), [(patterns, [_rewrite(s, target, read) for s in stmts],
+                                         src_loc) for patterns, stmts, src_loc in stmt.cases],
+                      src_loc=stmt.src_loc)
+    if t in (Print, Property):
+        raise TypeError("c_slow: print and property statements are not supported")
+    return [_rewrite(s, target, read) for s in stmt]
+
+
+def _unchanged(value):
+    return value
 
 
 def _project(stmt, keep):
@@ -131,48 +152,6 @@ class _Delayed(ValueTransformer):
             self.copies[value] = copy
             self.drivers.append(copy.eq(value))
         return self.copies[value]
-
-    def lhs(self, value):
-        """An assignment target as it is, with the indexes into it delayed."""
-        t = type(value)
-        if t is Signal:
-            return value
-        if t is Slice:
-            return Slice(self.lhs(value.value), value.start, value.stop)
-        if t is Part:
-            return Part(self.lhs(value.value), self(value.offset), value.width, value.stride)
-        if t is Concat:
-            return Concat([self.lhs(part) for part in value.parts])
-        if t is SwitchValue:
-            return SwitchValue(self(value.test), [(patterns, self.lhs(v))
-                                                  for patterns, v in value.cases],
-                               src_loc=value.src_loc)
-        if t is Operator and value.operator in ("u", "s"):
-            return Operator(value.operator, [self.lhs(value.operands[0])])
-        raise TypeError(f"c_slow: cannot retime an assignment to {value!r}")
-
-    def statement(self, stmt):
-        t = type(stmt)
-        if t is Assign:
-            return Assign(self.lhs(stmt.lhs), self(stmt.rhs))
-        if t is Switch:
-            return Switch(self(stmt.test), [(patterns, [self.statement(s) for s in stmts],
-                                             src_loc) for patterns, stmts, src_loc in stmt.cases],
-                          src_loc=stmt.src_loc)
-        return [self.statement(s) for s in stmt]
-
-
-def _retarget_statement(stmt, firsts):
-    t = type(stmt)
-    if t is Assign:
-        return Assign(_retarget(stmt.lhs, firsts), stmt.rhs)
-    if t is Switch:
-        return Switch(stmt.test, [(patterns, [_retarget_statement(s, firsts) for s in stmts],
-                                   src_loc) for patterns, stmts, src_loc in stmt.cases],
-                      src_loc=stmt.src_loc)
-    if t in (Print, Property):
-        raise TypeError("c_slow: print and property statements are not supported")
-    return [_retarget_statement(s, firsts) for s in stmt]
 
 
 class _CSlow(FragmentTransformer):
@@ -214,10 +193,11 @@ class _CSlow(FragmentTransformer):
         # otherwise, as the one register did; a retimed register holds its job's value, read
         # a clock ago, unless its (delayed) assignments say otherwise.
         pairs = ([first.eq(signal) for signal, first in firsts.items()]
-                 + [_retarget_statement(s, firsts) for s in paired]
+                 + [_rewrite(s, lambda sig: firsts.get(sig, sig), _unchanged)
+                    for s in paired]
                  + [signal.eq(first) for signal, first in firsts.items()])
         later = ([signal.eq(delayed(signal)) for signal, _mask in held.masks()]
-                 + [delayed.statement(s) for s in retimed])
+                 + [_rewrite(s, _unchanged, delayed) for s in retimed])
         new.statements[_DOMAIN] = type(stmts)(pairs + later + drivers)
         return new
 

@@ -58,22 +58,31 @@ def _stimulus(rng, n):
     return [(rng.randrange(4), rng.randrange(256), rng.randrange(6)) for _ in range(n)]
 
 
-def _run_single(stim):
-    dut = _Toy()
-    seen = []
+def _simulate(top, toy, stims, job_of):
+    """Each stimulus step on the toy's ports, in the clock of its job (``job_of(ctx)``);
+    what each job saw at its steps."""
+    seen = tuple([] for _ in stims)
 
     async def bench(ctx):
-        for op, arg, addr in stim:
-            ctx.set(dut.op, op), ctx.set(dut.arg, arg), ctx.set(dut.addr, addr)
+        steps = [iter(s) for s in stims]
+        for _ in range(sum(len(s) for s in stims)):
+            job = job_of(ctx)
+            op, arg, addr = next(steps[job])
+            ctx.set(toy.op, op), ctx.set(toy.arg, arg), ctx.set(toy.addr, addr)
             await ctx.delay(1e-9)
-            seen.append((ctx.get(dut.out), ctx.get(dut.peek), ctx.get(dut.acc_o)))
+            seen[job].append((ctx.get(toy.out), ctx.get(toy.peek), ctx.get(toy.acc_o)))
             await ctx.tick()
 
-    sim = Simulator(dut)
+    sim = Simulator(top)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
     return seen
+
+
+def _run_single(stim):
+    toy = _Toy()
+    return _simulate(toy, toy, [stim], lambda ctx: 0)[0]
 
 
 def _run_pair(stims, retime):
@@ -89,23 +98,7 @@ def _run_pair(stims, retime):
 
     m.submodules.toy = c_slow(toy, ctx_sig, retime=_Later())
     toggle(m, ctx_sig)
-    seen = ([], [])
-
-    async def bench(ctx):
-        steps = [iter(s) for s in stims]
-        for _ in range(2 * len(stims[0])):
-            job = ctx.get(ctx_sig)
-            op, arg, addr = next(steps[job])
-            ctx.set(toy.op, op), ctx.set(toy.arg, arg), ctx.set(toy.addr, addr)
-            await ctx.delay(1e-9)
-            seen[job].append((ctx.get(toy.out), ctx.get(toy.peek), ctx.get(toy.acc_o)))
-            await ctx.tick()
-
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return seen
+    return _simulate(m, toy, stims, lambda ctx: ctx.get(ctx_sig))
 
 
 @pytest.mark.parametrize("retime", ["none", "acc", "all"])
