@@ -53,13 +53,13 @@ def _top_name(board):
 
 
 def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=None,
-                progress=None, max_width=None, small_ram=None):
+                progress=None, max_width=None, small_ram=None, contexts=None):
     """Build ``board``; return the report dict, or raise :class:`BuildFailed` (with the report)
     when the design does not fit or misses its clock, or RuntimeError when a tool fails.
     ``progress``: called as ``progress(phase, {tool: log file})`` as each step starts."""
     progress = progress or (lambda phase, logs=None: None)
     progress("elaborating the design")
-    preset = board_preset(board, cores, freq_mhz, engine, max_width, small_ram)
+    preset = board_preset(board, cores, freq_mhz, engine, max_width, small_ram, contexts)
     family = "ice40" if "iCE40" in preset.device else "ecp5"
     platform = preset.platform()
     top = BoardTop(preset, platform)

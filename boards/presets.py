@@ -36,13 +36,20 @@ class BoardPreset:
     conv: EngineConfig = None
     rx_fifo: int = 2048             # the UART receiver's buffer, bytes
     small_ram: str = "block"        # the cores' FIFOs and corner turns (dlforge.rtl.small_ram)
+    contexts: int = 1               # files per core (2: C-slowed pairs, rtl/jpeg/core_pair.py)
 
     def with_options(self, cores=None, freq_mhz=None, engine=None, max_width=None,
-                     small_ram=None):
+                     small_ram=None, contexts=None):
         """A copy with the user's changes; ``engine`` is ``"none"`` or ``"RxCxS"`` (rows,
         columns, int8 lanes; buffers as the board's own engine, or the small one's);
-        ``max_width`` and ``small_ram`` are the cores' (block RAM against image width)."""
+        ``max_width``, ``small_ram`` and ``contexts`` are the cores' (block RAM against
+        image width; files per core)."""
         preset = self
+        if contexts is not None:
+            if contexts not in (1, 2):
+                raise ValueError(f"{self.name}: files per core (contexts) must be 1 or 2, "
+                                 f"not {contexts}")
+            preset = replace(preset, contexts=contexts)
         if max_width is not None:
             if max_width % 16 or not 16 <= max_width <= LIMIT_MAX_WIDTH - 8:
                 raise ValueError(f"{self.name}: max width must be a multiple of 16 from 16 to "
@@ -69,7 +76,7 @@ class BoardPreset:
         engine = self.conv
         return {"board": self.name, "device": self.device, "freq_mhz": self.freq_mhz,
                 "cores": self.cores, "max_width": self.max_width, "max_height": self.max_height,
-                "small_ram": self.small_ram,
+                "small_ram": self.small_ram, "files_per_core": self.contexts,
                 "max_payload": self.max_payload, "reply_payload": self.reply_payload,
                 "engine": None if engine is None else
                 f"{engine.rows}x{engine.cols}x{engine.simd} int{engine.operand_bits}"}
@@ -99,10 +106,11 @@ BOARDS = {p.name: p for p in (
 )}
 
 
-def board_preset(name, cores=None, freq_mhz=None, engine=None, max_width=None, small_ram=None):
+def board_preset(name, cores=None, freq_mhz=None, engine=None, max_width=None, small_ram=None,
+                 contexts=None):
     try:
         preset = BOARDS[name]
     except KeyError:
         raise ValueError(f"unknown board {name!r}; known: {', '.join(BOARDS)}") from None
-    return preset.with_options(cores, freq_mhz, engine, max_width, small_ram)
+    return preset.with_options(cores, freq_mhz, engine, max_width, small_ram, contexts)
 

@@ -72,7 +72,8 @@ class BoardTop(Elaboratable):
         m.submodules.core = core = UartAccelerator(
             self.pll.fout_hz, rx_fifo=p.rx_fifo, cores=p.cores, max_width=p.max_width,
             max_height=p.max_height, max_payload=p.max_payload,
-            reply_payload=p.reply_payload, conv=p.conv, small_ram=p.small_ram)
+            reply_payload=p.reply_payload, conv=p.conv, small_ram=p.small_ram,
+            contexts=p.contexts)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
         m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)

@@ -25,7 +25,12 @@ fragment of any design in the ``sync`` domain:
   right-hand sides and the conditions they sit under) is registered once, and the
   assignments then run a clock later on the registered copies.  So the logic written in the
   assignments themselves lands in the clock after the logic that computes the signals they
-  read, which is where the design cuts its loop.
+  read, which is where the design cuts its loop;
+- registers named in ``steady`` are read by retimed assignments from the first register of
+  their pair, not from a copy of their own: a clock later the first register holds the job's
+  next value, which is its present value wherever the design does not write the register in
+  that step (the Huffman decoder's table floors, written only while no scan runs).  That
+  saves the copy, which for the floors is 2,176 bits.
 
 The surrounding design toggles ``ctx`` every clock (:func:`toggle`) and presents each job's
 inputs on that job's clocks.  Reset resets both jobs.  Only the ``sync`` domain is supported.
@@ -69,13 +74,14 @@ def job_output(m, mine, shared, own, after=None):
         m.d.sync += [own.valid.eq(1), own.payload.eq(shared.payload)]
 
 
-def c_slow(elaboratable, ctx, *, exempt=(), retime=()):
+def c_slow(elaboratable, ctx, *, exempt=(), retime=(), steady=()):
     """``elaboratable`` C-slowed by two (see the module docstring): its ``sync`` registers,
     except the signals in ``exempt``, become pairs, and its memories hold two jobs' contents,
     addressed by the 1-bit ``ctx``.  ``exempt`` (registers the design pairs itself) is read
     after the design has elaborated, so a list the design fills while elaborating works;
-    ``retime`` (registers whose pair goes around their assignments' logic) likewise."""
-    return _CSlow(ctx, exempt, retime)(elaboratable, src_loc_at=1)
+    ``retime`` (registers whose pair goes around their assignments' logic) and ``steady``
+    (registers retimed assignments read from their first register) likewise."""
+    return _CSlow(ctx, exempt, retime, steady)(elaboratable, src_loc_at=1)
 
 
 def _rewrite_lhs(value, target, read):
@@ -141,12 +147,18 @@ def _project(stmt, keep):
 
 
 class _Delayed(ValueTransformer):
-    """Reads replaced by registered copies (made on first use, driven by ``drivers``)."""
+    """Reads replaced by registered copies (made on first use, driven by ``drivers``), or
+    for ``steady`` registers by the first register of their pair (from ``firsts``)."""
 
-    def __init__(self, copies, drivers):
-        self.copies, self.drivers = copies, drivers
+    def __init__(self, copies, drivers, steady, firsts):
+        self.copies, self.drivers, self.steady, self.firsts = copies, drivers, steady, firsts
 
     def on_Signal(self, value):
+        if value in self.steady:
+            if value not in self.firsts:
+                raise TypeError(f"c_slow: steady {value!r} is not a register paired before "
+                                "the assignments that read it")
+            return self.firsts[value]
         if value not in self.copies:
             copy = Signal.like(value, name=f"{value.name}_h")
             self.copies[value] = copy
@@ -155,12 +167,13 @@ class _Delayed(ValueTransformer):
 
 
 class _CSlow(FragmentTransformer):
-    def __init__(self, ctx, exempt, retime):
+    def __init__(self, ctx, exempt, retime, steady):
         assert len(ctx) == 1
         self.ctx = ctx
-        self._from = (exempt, retime)   # read once the design is elaborated: the design
-        self.exempt = self.retime = None    # may name its registers while it elaborates
+        self._from = (exempt, retime, steady)   # read once the design is elaborated: the
+        self.exempt = self.retime = self.steady = None  # design may name its registers then
         self.copies = SignalDict()      # registered copies of what retimed assignments read
+        self.firsts = SignalDict()      # every pair's first register, by its second
 
     def on_fragment(self, fragment):
         if isinstance(fragment, Instance):
@@ -170,7 +183,7 @@ class _CSlow(FragmentTransformer):
                 raise TypeError(f"c_slow: only the '{_DOMAIN}' domain is supported, "
                                 f"not '{domain}'")
         if self.exempt is None:
-            self.exempt, self.retime = SignalSet(self._from[0]), SignalSet(self._from[1])
+            self.exempt, self.retime, self.steady = (SignalSet(s) for s in self._from)
         new = super().on_fragment(fragment)
         if isinstance(new, MemoryInstance):
             return self._memory(new)
@@ -185,8 +198,9 @@ class _CSlow(FragmentTransformer):
         for signal, _mask in targets.masks():
             if signal not in self.exempt:
                 firsts[signal] = Signal.like(signal, name=f"{signal.name}_first")
+        self.firsts.update(firsts)     # subfragments come first: a steady read finds its pair
         drivers = []
-        delayed = _Delayed(self.copies, drivers)
+        delayed = _Delayed(self.copies, drivers, self.steady, self.firsts)
         held = LHSMaskCollector()
         held.visit_stmt(retimed)
         # The first register takes what the job's register holds unless the logic says

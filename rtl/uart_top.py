@@ -30,11 +30,12 @@ class UartAccelerator(wiring.Component):
 
     def __init__(self, clk_hz, *, baud=BAUD, rx_fifo=2048, cores=1, max_width=DEFAULT_MAX_WIDTH,
                  max_height=DEFAULT_MAX_HEIGHT, max_payload=1024, reply_payload=1024, conv=None,
-                 small_ram="block"):
+                 small_ram="block", contexts=1):
         self.link = UartLink(clk_hz, baud, fifo_depth=rx_fifo)
         self.divisor = self.link.divisor
         self.accelerator = AcceleratorTop(cores, max_width, max_height, max_payload, conv=conv,
-                                          reply_payload=reply_payload, small_ram=small_ram)
+                                          reply_payload=reply_payload, small_ram=small_ram,
+                                          contexts=contexts)
         super().__init__()
 
     def elaborate(self, platform):

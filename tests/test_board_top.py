@@ -74,6 +74,21 @@ def test_options():
             board_preset("ulx3s-85f", max_width=width)
     with pytest.raises(ValueError, match="small_ram must be one of"):
         board_preset("ulx3s-85f", small_ram="bram")
+    pair = board_preset("ulx3s-85f", contexts=2)
+    assert pair.contexts == 2 and pair.describe()["files_per_core"] == 2
+    assert BOARDS["ulx3s-85f"].describe()["files_per_core"] == 1
+    with pytest.raises(ValueError, match="contexts\\) must be 1 or 2"):
+        board_preset("ulx3s-85f", contexts=3)
+
+
+@pytest.mark.slow
+def test_a_board_of_two_file_cores_elaborates():
+    """``--contexts 2``: the board's core is the C-slowed pair, two lanes to the host."""
+    top, plan = _prepare(board_preset("ulx3s-45f", contexts=2, max_width=256))
+    text = plan.files["t.il"]
+    # one core (JpegCorePair: its C-slowed jobs), a feed per file
+    assert "core0.pair.jobs" in text and "core1" not in text
+    assert "core0.feed0" in text and "core0.feed1" in text
 
 
 def test_presets_describe_themselves():

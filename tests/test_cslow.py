@@ -85,27 +85,36 @@ def _run_single(stim):
     return _simulate(toy, toy, [stim], lambda ctx: 0)[0]
 
 
+class _Later:
+    """Registers named once the toy has elaborated (as the decoder's lists are filled)."""
+
+    def __init__(self, chosen):
+        self.chosen = chosen
+
+    def __iter__(self):
+        return iter(self.chosen())
+
+
 def _run_pair(stims, retime):
     toy = _Toy()
     ctx_sig = Signal()
     m = Module()
-    chosen = {"none": lambda: [], "acc": lambda: [toy.registers["acc"]],
-              "all": lambda: [toy.registers["acc"], *toy.registers["regs"]]}[retime]
-
-    class _Later:                       # the registers exist once the toy has elaborated
-        def __iter__(self):
-            return iter(chosen())
-
-    m.submodules.toy = c_slow(toy, ctx_sig, retime=_Later())
+    acc, regs = (lambda: [toy.registers["acc"]]), (lambda: toy.registers["regs"])
+    chosen, steady = {"none": (lambda: [], lambda: []), "acc": (acc, lambda: []),
+                      "all": (lambda: acc() + regs(), lambda: []),
+                      "acc, regs steady": (acc, regs)}[retime]
+    m.submodules.toy = c_slow(toy, ctx_sig, retime=_Later(chosen), steady=_Later(steady))
     toggle(m, ctx_sig)
     return _simulate(m, toy, stims, lambda ctx: ctx.get(ctx_sig))
 
 
-@pytest.mark.parametrize("retime", ["none", "acc", "all"])
+@pytest.mark.parametrize("retime", ["none", "acc", "all", "acc, regs steady"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_each_job_sees_a_circuit_of_its_own(seed, retime):
     """Also with registers retimed (their assignments a clock later on registered copies of
-    what they read): indexed and partial assignments under conditions."""
+    what they read): indexed and partial assignments under conditions.  The ``regs`` may be
+    read steady (from their first registers) by ``acc``: it reads them (op 3) only in steps
+    that do not write them (op 2)."""
     rng = random.Random(seed)
     stims = (_stimulus(rng, 300), _stimulus(rng, 300))
     alone = [_run_single(s) for s in stims]
@@ -113,6 +122,15 @@ def test_each_job_sees_a_circuit_of_its_own(seed, retime):
     assert together[0] == alone[0]
     assert together[1] == alone[1]
     assert alone[0] != alone[1]
+
+
+def test_a_steady_read_of_a_signal_that_is_not_a_pair_is_refused():
+    toy = _Toy()
+    m = Module()
+    m.submodules.toy = c_slow(toy, Signal(), retime=_Later(lambda: [toy.registers["acc"]]),
+                              steady=_Later(lambda: [toy.arg]))
+    with pytest.raises(TypeError, match="steady .* is not a register paired"):
+        Simulator(m)
 
 
 def test_other_domains_are_refused():

@@ -18,7 +18,7 @@ def cmd_build(args):
             report = build_board(args.board, cores=args.cores, freq_mhz=args.freq,
                                  out_dir=args.output, seed=args.seed, engine=args.engine,
                                  max_width=args.max_width, small_ram=args.small_ram,
-                                 progress=progress)
+                                 contexts=args.contexts, progress=progress)
             failed = None
         except BuildFailed as exc:
             report, failed = exc.report, str(exc)
@@ -33,7 +33,9 @@ def cmd_build(args):
 
 
 def _print_report(r):
-    print(f"board       {r['board']} ({r['device']}), {r['preset']['cores']} decoder core(s), "
+    files = r['preset'].get('files_per_core', 1)
+    print(f"board       {r['board']} ({r['device']}), {r['preset']['cores']} decoder core(s)"
+          f"{f' of {files} files at once' if files > 1 else ''}, "
           f"engine {r['preset']['engine'] or 'none'}")
     print(f"clock       {r['target_mhz']} MHz target (asked {r['requested_mhz']}), "
           f"{r['fmax_mhz']} MHz reached: timing {'met' if r['meets_timing'] else 'NOT met'}")
@@ -77,6 +79,9 @@ def add_commands(sub):
     build.add_argument("--small-ram", default=None, choices=SMALL_RAMS,
                        help="the cores' FIFOs, small tables and corner turns in block or LUT "
                             "RAM (default: the board's preset)")
+    build.add_argument("--contexts", type=int, default=None, choices=(1, 2),
+                       help="files per core: 2 builds each core C-slowed, decoding two files "
+                            "at once (default: the board's preset, 1)")
     build.add_argument("--seed", type=int, default=1, help="placer seed")
     build.add_argument("-o", "--output", default=None,
                        help="build folder (default build/boards/BOARD)")

@@ -101,13 +101,9 @@ class JpegCore(wiring.Component):
             "errors": Out(32),        # of which malformed or unsupported
         })
 
-    def retimed(self):
-        """For C-slowing (JpegCorePair): the registers paired by design (HuffmanDecoder)."""
-        return self.blocks.entropy.retimed()
-
-    def retime(self):
-        """For C-slowing: the registers whose pair goes around their logic (HuffmanDecoder)."""
-        return self.blocks.entropy.retime()
+    def c_slowing(self):
+        """What C-slowing (JpegCorePair) needs to know (see HuffmanDecoder.c_slowing)."""
+        return self.blocks.entropy.c_slowing()
 
     def elaborate(self, platform):
         m = Module()

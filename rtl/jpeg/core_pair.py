@@ -54,7 +54,7 @@ class JpegCorePair(wiring.Component):
         m = Module()
         inner = self.inner
         ctx = Signal()
-        m.submodules.jobs = c_slow(inner, ctx, exempt=inner.retimed(), retime=inner.retime())
+        m.submodules.jobs = c_slow(inner, ctx, **inner.c_slowing())
         toggle(m, ctx)
         for j in range(JOBS):
             mine = ctx == j

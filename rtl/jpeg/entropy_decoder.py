@@ -34,13 +34,9 @@ class EntropyDecoder(wiring.Component):
         self.huffman = HuffmanDecoder(small_ram, contexts)
         super().__init__()
 
-    def retimed(self):
-        """The registers already paired by design, for C-slowing (see HuffmanDecoder)."""
-        return self.huffman.retimed()
-
-    def retime(self):
-        """The registers C-slowing retimes (see HuffmanDecoder)."""
-        return self.huffman.retime()
+    def c_slowing(self):
+        """What C-slowing needs to know (see HuffmanDecoder.c_slowing)."""
+        return self.huffman.c_slowing()
 
     def elaborate(self, platform):
         m = Module()

@@ -58,7 +58,7 @@ class EntropyDecoderPair(wiring.Component):
         m = Module()
         inner = EntropyDecoder(self.small_ram, contexts=JOBS)
         ctx = Signal()
-        m.submodules.jobs = c_slow(inner, ctx, exempt=inner.retimed(), retime=inner.retime())
+        m.submodules.jobs = c_slow(inner, ctx, **inner.c_slowing())
         toggle(m, ctx)
         for j in range(JOBS):
             mine = ctx == j

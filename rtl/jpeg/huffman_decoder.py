@@ -27,7 +27,7 @@ With ``contexts=2`` the decoder is built to be C-slowed by two (two scans at onc
 other clock: :mod:`dlforge.rtl.cslow`, :mod:`.entropy_pair`, :mod:`.core_pair`), and the
 loop is cut in two there: the comparators, the one-hot length and the pick in one clock; the
 window's shift, the coefficient index, the block's end and the scan position in the next
-(:meth:`HuffmanDecoder.retimed`, :meth:`HuffmanDecoder.retime`).
+(:meth:`HuffmanDecoder.c_slowing`).
 
 Output: one beat per coefficient written (DC always, AC when nonzero; ``zz`` is the zigzag
 index) and ``end`` on the beat that closes a block; a block closed by EOB after its last
@@ -111,7 +111,7 @@ class _LoopFlags:
     then costs one LUT at the start of the clock instead of three.
 
     With two contexts (``direct``) the flags are assigned directly and ``go`` is their AND:
-    the flags are retimed there (see HuffmanDecoder.retime), which needs the logic that sets
+    the flags are retimed there (see HuffmanDecoder.c_slowing), which needs the logic that sets
     them in their own assignments, not in a signal of next values."""
 
     def __init__(self, m, st, hs, done, direct=False):
@@ -174,19 +174,18 @@ class HuffmanDecoder(wiring.Component):
         self.contexts = contexts
         self._retimed = []
         self._retime = []
+        self._steady = []
         super().__init__()
 
-    def retimed(self):
-        """The registers that are already a pair in the design (``contexts=2``), which
-        C-slowing leaves alone; known once the decoder is elaborated."""
-        return self._retimed
-
-    def retime(self):
-        """The registers whose pair C-slowing puts around their assignments' logic
-        (``contexts=2``): the scan position and the loop's flags, so that the loop's clock
-        ends at its step and the bookkeeping after it runs in the next.  Known once the
-        decoder is elaborated."""
-        return self._retime
+    def c_slowing(self):
+        """The keyword arguments of :func:`~dlforge.rtl.cslow.c_slow` for a circuit that
+        holds this decoder (``contexts=2``), as lists filled when the decoder elaborates:
+        ``exempt``, the registers the design already pairs (the bit window); ``retime``,
+        those whose pair goes around their assignments' logic (the scan position and the
+        loop's flags, so the loop's clock ends at its step and the bookkeeping after it runs
+        in the next; and the table rows the comparators take); ``steady``, the registers
+        the retimed ones read from their pair's first register (the table floors)."""
+        return {"exempt": self._retimed, "retime": self._retime, "steady": self._steady}
 
     def elaborate(self, platform):
         m = Module()
@@ -302,8 +301,7 @@ class HuffmanDecoder(wiring.Component):
         pos.ends_interval = pos.mcu_end & st.last_in_interval
         return pos
 
-    @staticmethod
-    def _table_select(m, tables, st, pos):
+    def _table_select(self, m, tables, st, pos):
         """The two tables the next symbol may need, loaded a clock ahead so that the loop
         starts from registers."""
         # The DC table of the block whose DC comes next (this block while at its DC, else the
@@ -316,12 +314,21 @@ class HuffmanDecoder(wiring.Component):
         sel.tsel_ac = tsel_ac = Signal(2)
         cfg = st.cfg
         dc_comp = Mux(st.is_dc, st.comp, pos.next_comp)
-        m.d.sync += [tsel_dc.eq(cfg.td[dc_comp]), tsel_ac.eq(cfg.ta[st.comp])]
+        dc_table, ac_table = Signal(2), Signal(2)
+        m.d.comb += [dc_table.eq(cfg.td[dc_comp]), ac_table.eq(cfg.ta[st.comp])]
+        m.d.sync += [tsel_dc.eq(dc_table), tsel_ac.eq(ac_table)]
+        if self.contexts == 2:
+            # C-slowed, the rows are chosen a clock after their table ids (retimed): the
+            # ids' logic, from the block's end, and the rows' 272-bit wide mux, whose select
+            # reaches registers spread over much of the chip, were one clock's path in the
+            # whole core pair.  The floors are written only while no scan runs, so the mux
+            # reads them from the first registers of their pairs (steady), not from copies.
+            self._retime += [floor_dc.as_value(), floor_ac.as_value()]
+            self._steady[:] = [tables.floor.as_value()]
         # A mux tree over four rows at fixed offsets, not a variable index into ``floor``:
         # the same function (10 LUT4 more out of context), but Verilator compiles the index
         # into a 2176-bit shift per clock, which cost the simulated board 2 % (docs/sim-board.md).
-        for sel_, floor, base in ((cfg.td[dc_comp], floor_dc, 0),
-                                  (cfg.ta[st.comp], floor_ac, 4)):
+        for sel_, floor, base in ((dc_table, floor_dc, 0), (ac_table, floor_ac, 4)):
             f = [tables.floor[base + t] for t in range(4)]
             m.d.sync += floor.eq(Mux(sel_[1], Mux(sel_[0], f[3], f[2]), Mux(sel_[0], f[1], f[0])))
         return sel

@@ -174,8 +174,10 @@ class HuffmanTables(wiring.Component):
         cl_wide = Signal()              # more than 16 codes at this length: slow entries
 
         m.d.comb += [self.dht.ready.eq(~self.locked),
-                     self.idle.eq((ld_state == 0) & ~staged.off_en & ~staged.sym_en
-                                  & ~staged.fast_en.any())]
+                     # (a fast-table write is staged only beside a symbol's: its enables
+                     # need no test of their own, which kept four LUTs on the way from
+                     # them through ``idle`` to the decoder's ``scan.ready``)
+                     self.idle.eq((ld_state == 0) & ~staged.off_en & ~staged.sym_en)]
         byte = self.dht.payload.byte
         last = self.dht.payload.last
         is_ac = ld_table[2]

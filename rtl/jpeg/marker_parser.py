@@ -144,12 +144,13 @@ class MarkerParser(wiring.Component):
         kind = self._marker_kind(m, seg.marker)
         fwd = self._hold_outputs(m, f.trailer, kind)
         steps = _Steps(m, f.status, seg.perr, seg.marker, f.trailer)
+        refused = self._refusals(m, f, fr)
 
         with m.FSM():
             self._elaborate_marker_states(m, steps, take, f)
             self._elaborate_length_states(m, steps, take, f, seg, kind)
             self._elaborate_body_state(m, steps, take, f, seg, fr, kind, fwd)
-            self._elaborate_segment_end(m, steps, f, seg, fr, kind)
+            self._elaborate_segment_end(m, steps, f, seg, fr, kind, refused)
             self._elaborate_scan_states(m, steps, take, f, fr)
             self._elaborate_file_end(m, take, f)
 
@@ -358,7 +359,43 @@ class MarkerParser(wiring.Component):
                 with m.Elif(last):
                     steps.finish(S.TRUNCATED)
 
-    def _elaborate_segment_end(self, m, steps, f, seg, fr, kind):
+    def _refusals(self, m, f, fr):
+        """Why a frame header (``sof``) or a scan header (``sos``) is refused at its segment's
+        end (a status, 0 for none), registered every clock.  What they are computed from (the
+        frame's and the scan's fields, the tables defined, the APP tags) was all written at
+        least two clocks before that end: the last bytes of SOF and SOS are a component's
+        quantisation table id and Ah/Al, which these do not read.  So the registers hold the
+        complete segment's verdicts there, and their logic (a priority chain over the
+        components' table lookups) ends at registers of its own rather than at the status
+        and the state (in the two-file core that was the critical path, 13 LUTs deep)."""
+        hf, vf = fr.hf, fr.vf
+        ncomp, ident, tq, td, ta = fr.ncomp, fr.ident, fr.tq, fr.td, fr.ta
+        luma_ok = (hf[0] <= 2) & (vf[0] <= 2)          # 1 and 4 checked already
+        chroma_ok = (hf[1] == 1) & (vf[1] == 1) & (hf[2] == 1) & (vf[2] == 1)
+        missing = Signal(8)
+        for c in reversed(range(MAX_COMPONENTS)):   # the first component with a gap wins
+            no_q = ~f.quant_def.bit_select(tq[c], 1)
+            no_h = ~f.dc_def.bit_select(td[c], 1) | ~f.ac_def.bit_select(ta[c], 1)
+            with m.If((c < ncomp) & (no_q | no_h)):
+                m.d.comb += missing.eq(Mux(no_q, S.MISSING_QUANT_TABLE,
+                                           S.MISSING_HUFFMAN_TABLE))
+        big_dc = Cat((c < ncomp) & f.dc_big.bit_select(td[c], 1)
+                     for c in range(MAX_COMPONENTS)).any()
+        rgb_ids = Cat(ident[0], ident[1], ident[2]) == int.from_bytes(b"RGB", "little")
+        rgb = Mux(f.adobe, f.adobe_t == 0, rgb_ids)               # jdapimin.c's guess
+        refused = SimpleNamespace(sof=Signal(8, name="sof_refused"),
+                                  sos=Signal(8, name="sos_refused"))
+        m.d.sync += [
+            refused.sof.eq(Mux((ncomp == 3) & ~(luma_ok & chroma_ok), S.UNSUPPORTED_SAMPLING,
+                               Mux(self._too_large(fr.width, fr.height), S.TOO_LARGE, 0))),
+            refused.sos.eq(Mux(missing != 0, missing,
+                               Mux(big_dc, S.BAD_TABLE,
+                                   Mux((ncomp == 3) & ~f.jfif & rgb,
+                                       S.UNSUPPORTED_COLORSPACE, 0)))),
+        ]
+        return refused
+
+    def _elaborate_segment_end(self, m, steps, f, seg, fr, kind, refused):
         """A segment's verdict once all of it was read: its pending fault, or what it sets up
         (the frame's MCU grid, JFIF/Adobe, an accepted scan)."""
         hf, vf = fr.hf, fr.vf
@@ -368,12 +405,8 @@ class MarkerParser(wiring.Component):
             with m.Elif(seg.perr != 0):
                 steps.finish(seg.perr)
             with m.Elif(kind.sof):
-                luma_ok = (hf[0] <= 2) & (vf[0] <= 2)          # 1 and 4 checked already
-                chroma_ok = (hf[1] == 1) & (vf[1] == 1) & (hf[2] == 1) & (vf[2] == 1)
-                with m.If((fr.ncomp == 3) & ~(luma_ok & chroma_ok)):
-                    steps.finish(S.UNSUPPORTED_SAMPLING)
-                with m.Elif(self._too_large(fr.width, fr.height)):
-                    steps.finish(S.TOO_LARGE)
+                with m.If(refused.sof != 0):
+                    steps.finish(refused.sof)
                 with m.Else():
                     wide = (fr.ncomp == 3) & (hf[0] == 2)
                     tall = (fr.ncomp == 3) & (vf[0] == 2)
@@ -384,7 +417,7 @@ class MarkerParser(wiring.Component):
                     ]
                     steps.goto("MARK", seg.seg_last)
             with m.Elif(kind.sos):
-                self._accept_scan(m, steps, f, seg, fr)
+                self._accept_scan(m, steps, f, seg, fr, refused.sos)
             with m.Else():
                 with m.If((seg.marker == Marker.APP0) & (seg.blen >= 14) & seg.app_match):
                     m.d.sync += f.jfif.eq(1)
@@ -607,26 +640,12 @@ class MarkerParser(wiring.Component):
         with m.If(bpos == 11):
             m.d.sync += seg.app_t.eq(byte)
 
-    def _accept_scan(self, m, steps, f, seg, fr):
-        """SOS complete and well formed: the table and colour checks, then the scan."""
-        ncomp, ident, tq, td, ta = fr.ncomp, fr.ident, fr.tq, fr.td, fr.ta
-        missing = Signal(8)
-        for c in reversed(range(MAX_COMPONENTS)):   # the first component with a gap wins
-            no_q = ~f.quant_def.bit_select(tq[c], 1)
-            no_h = ~f.dc_def.bit_select(td[c], 1) | ~f.ac_def.bit_select(ta[c], 1)
-            with m.If((c < ncomp) & (no_q | no_h)):
-                m.d.comb += missing.eq(Mux(no_q, S.MISSING_QUANT_TABLE,
-                                           S.MISSING_HUFFMAN_TABLE))
-        big_dc = Cat((c < ncomp) & f.dc_big.bit_select(td[c], 1)
-                     for c in range(MAX_COMPONENTS)).any()
-        rgb_ids = Cat(ident[0], ident[1], ident[2]) == int.from_bytes(b"RGB", "little")
-        rgb = Mux(f.adobe, f.adobe_t == 0, rgb_ids)               # jdapimin.c's guess
-        with m.If(missing != 0):
-            steps.finish(missing)
-        with m.Elif(big_dc):
-            steps.finish(S.BAD_TABLE)
-        with m.Elif((ncomp == 3) & ~f.jfif & rgb):
-            steps.finish(S.UNSUPPORTED_COLORSPACE)
+    def _accept_scan(self, m, steps, f, seg, fr, refused):
+        """SOS complete and well formed: refused for its tables or colours (``refused``, see
+        _refusals), or the scan."""
+        ncomp, tq, td, ta = fr.ncomp, fr.tq, fr.td, fr.ta
+        with m.If(refused != 0):
+            steps.finish(refused)
         with m.Else():
             color = ncomp == 3
             scan, frame = self.scan.payload, self.frame.payload
