@@ -94,11 +94,13 @@ MULT18X18D_MODEL = _mult18x18d_model()
 
 
 def _dp16kd_body():
-    """The behaviour put into the wheel's DP16KD black box: 1024 18-bit words, each port 9 or
-    18 bits wide as yosys' ECP5 memory mapping uses them (``brams_map.v``: at 18 bits ADx0/1
-    are the two 9-bit halves' byte enables, at 9 bits ADx[13:3] address the halves, even
-    addresses the low half), a synchronous read into the output latch (``REGMODE`` NOREG)
-    with NORMAL, WRITETHROUGH or READBEFOREWRITE writes, and the output latch's reset.
+    """The behaviour put into the wheel's DP16KD black box: 1024 18-bit words, each port 1,
+    2, 4, 9 or 18 bits wide as yosys' ECP5 memory mapping uses them (``brams_map.v``: at 18
+    bits ADx0/1 are the two 9-bit halves' byte enables, at 9 bits ADx[13:3] address the
+    halves, even addresses the low half; at 1, 2 and 4 bits ADx[2:0] then address the bits
+    within the half's eight, a layout that is only self-consistent, so both ports must have
+    that width and no contents), a synchronous read into the output latch (``REGMODE``
+    NOREG) with NORMAL, WRITETHROUGH or READBEFOREWRITE writes, and the output latch's reset.
 
     At 36 bits on both ports (``brams_map_16kd.v``'s ``$__PDPW16KD_``, what yosys gives the
     wide FIFOs) port A only writes and port B only reads, 512 words: ADA[13:5] and ADB[13:5]
@@ -126,7 +128,8 @@ def _dp16kd_body():
       CSDECODE_{x} == "0b101" ? 3'd5 : CSDECODE_{x} == "0b110" ? 3'd6 :
       CSDECODE_{x} == "0b111" ? 3'd7 : 3'd0);
   wire arst{x.lower()} = (RESETMODE == "ASYNC") & RST{x};
-  reg [17:0] old{x.lower()}, new{x.lower()};
+  reg [17:0] old{x.lower()}, new{x.lower()}, thru{x.lower()};
+  integer pos{x.lower()}, bit{x.lower()};
   always @(posedge clk{x.lower()} or posedge arst{x.lower()}) begin
     if (arst{x.lower()})
       do{x.lower()} <= 18'd0;
@@ -136,29 +139,39 @@ def _dp16kd_body():
       if (DATA_WIDTH_{x} == 18) begin
         if (ad{x.lower()}[0]) new{x.lower()}[8:0] = di{x.lower()}[8:0];
         if (ad{x.lower()}[1]) new{x.lower()}[17:9] = di{x.lower()}[17:9];
+        thru{x.lower()} = new{x.lower()};
       end else begin
-        if (ad{x.lower()}[3]) new{x.lower()}[17:9] = di{x.lower()}[8:0];
-        else new{x.lower()}[8:0] = di{x.lower()}[8:0];
-        if (ad{x.lower()}[3]) old{x.lower()} = {{9'd0, old{x.lower()}[17:9]}};
-        else old{x.lower()} = {{9'd0, old{x.lower()}[8:0]}};
+        // 9 bits: ADx[3] picks the half; 1, 2 or 4 bits: within the half's 8 data bits
+        // as well, from ADx[2:0] less its low bits (the ninth bit unused)
+        pos{x.lower()} = (ad{x.lower()}[3] ? 9 : 0)
+                         + (DATA_WIDTH_{x} == 9 ? 0 : (ad{x.lower()}[2:0] & ~(DATA_WIDTH_{x} - 1)));
+        for (bit{x.lower()} = 0; bit{x.lower()} < DATA_WIDTH_{x}; bit{x.lower()} = bit{x.lower()} + 1)
+          new{x.lower()}[pos{x.lower()} + bit{x.lower()}] = di{x.lower()}[bit{x.lower()}];
+        thru{x.lower()} = (new{x.lower()} >> pos{x.lower()}) & ((18'd1 << DATA_WIDTH_{x}) - 1);
+        old{x.lower()} = (old{x.lower()} >> pos{x.lower()}) & ((18'd1 << DATA_WIDTH_{x}) - 1);
       end
       if (WE{x}) begin
         mem[ad{x.lower()}[13:4]] <= new{x.lower()};
         if (WRITEMODE_{x} == "READBEFOREWRITE")
           do{x.lower()} <= old{x.lower()};
         else if (WRITEMODE_{x} == "WRITETHROUGH")
-          do{x.lower()} <= DATA_WIDTH_{x} == 18 ? new{x.lower()} : {{9'd0,
-                           ad{x.lower()}[3] ? new{x.lower()}[17:9] : new{x.lower()}[8:0]}};
+          do{x.lower()} <= thru{x.lower()};
       end else
         do{x.lower()} <= old{x.lower()};
       if (RESETMODE == "SYNC" && RST{x})
         do{x.lower()} <= 18'd0;
     end
   end""")
+    # At 1, 2 and 4 bits the layout above is only self-consistent (where the hardware puts
+    # those bits is not modelled), so such a port must not meet another width or contents.
+    widths = ("DATA_WIDTH_{0} != 1 && DATA_WIDTH_{0} != 2 && DATA_WIDTH_{0} != 4 && "
+              "DATA_WIDTH_{0} != 9 && DATA_WIDTH_{0} != 18")
+    narrow = "(DATA_WIDTH_A < 9 || DATA_WIDTH_B < 9)"
+    contents = " || ".join(f"INITVAL_{j:02X} != 0" for j in range(64))
     checks = " || ".join([
-        '(!WIDE && DATA_WIDTH_A != 9 && DATA_WIDTH_A != 18)',
-        '(!WIDE && DATA_WIDTH_B != 9 && DATA_WIDTH_B != 18)',
+        f"(!WIDE && {widths.format('A')})", f"(!WIDE && {widths.format('B')})",
         '(DATA_WIDTH_A == 36) != (DATA_WIDTH_B == 36)',
+        f"({narrow} && (DATA_WIDTH_A != DATA_WIDTH_B || {contents}))",
         'REGMODE_A != "NOREG"', 'REGMODE_B != "NOREG"'])
     return f"""
   // behaviour (dlforge.boards.gate_level): the configurations yosys' ECP5 mapping uses
@@ -167,7 +180,7 @@ def _dp16kd_body():
   reg [17:0] wide_doa = 18'd0, wide_dob = 18'd0;
   initial begin
     if ({checks}) begin
-      $display("DP16KD %m: widths but 9, 18 and 36/36 or output registers have no model here");
+      $display("DP16KD %m: widths but 1, 2, 4 (alike, no contents), 9, 18 and 36/36 or output registers have no model here");
       $finish;
     end
 {init}

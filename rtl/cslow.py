@@ -49,7 +49,7 @@ from amaranth.hdl._mem import MemoryData, MemoryInstance
 from amaranth.hdl._xfrm import FragmentTransformer, LHSMaskCollector, ValueTransformer
 from amaranth.utils import ceil_log2
 
-__all__ = ["c_slow", "toggle", "job_output", "JOBS"]
+__all__ = ["c_slow", "toggle", "job_inputs", "job_outputs", "JOBS"]
 
 _DOMAIN = "sync"
 #: The jobs a C-slowed circuit serves: two (C = 2), one on each clock in turn.
@@ -61,17 +61,42 @@ def toggle(m, ctx):
     m.d.sync += ctx.eq(~ctx)
 
 
-def job_output(m, mine, shared, own, after=None):
-    """A job's own output stream from the circuit's ``shared`` one: a register per job,
-    filled on the job's clocks (``mine``) while empty, so ``own`` holds ``valid`` until its
-    consumer takes the beat (a stalled job does not stop the other).  ``after``: another
-    such output of the job whose beats must all be taken first (a verdict after its data)."""
-    with m.If(mine):
-        m.d.comb += shared.ready.eq(~own.valid & (~after.valid if after is not None else 1))
-    with m.If(own.valid & own.ready):
-        m.d.sync += own.valid.eq(0)
-    with m.If(mine & shared.valid & shared.ready):
-        m.d.sync += [own.valid.eq(1), own.payload.eq(shared.payload)]
+def job_inputs(m, ctx, shared, owns):
+    """The circuit's ``shared`` input stream from each job's own (``owns``, by job), through
+    a register loaded a clock ahead with the beat of the next clock's job: ``ctx``, whose
+    fanout is every memory's address, then reaches none of the logic behind the input (in
+    the two-file core it did, through the marker parser's length arithmetic).  The register
+    holds what was valid a clock before the job's clock; a stream's beat stays valid and
+    unchanged until taken, and only the job's own clock takes it, so that is the beat still
+    offered (one that arrives in the other job's clock waits for the job's next)."""
+    valid = Signal(name=f"{shared.valid.name}_ahead")
+    payload = Signal.like(shared.payload, name=f"{shared.valid.name}_payload_ahead")
+    for j, own in enumerate(owns):
+        with m.If(ctx != j):                        # (the next clock is job j's)
+            m.d.sync += [valid.eq(own.valid), payload.eq(own.payload)]
+        m.d.comb += own.ready.eq((ctx == j) & valid & shared.ready)
+    m.d.comb += [shared.valid.eq(valid), shared.payload.eq(payload)]
+
+
+def job_outputs(m, ctx, shared, owns, afters=None):
+    """Each job's own output stream (``owns``, by job) from the circuit's ``shared`` one: a
+    register per job, filled on the job's clocks while empty, so it holds ``valid`` until
+    its consumer takes the beat (a stalled job does not stop the other).  ``afters``: other
+    such outputs of the jobs whose beats must all be taken first (a verdict after its data).
+    ``shared.ready`` is a register, set a clock ahead for the next clock's job: its own
+    register is empty then exactly when it is empty or taken now (it is not filled in the
+    other job's clock), so ``ctx`` does not reach the circuit's output logic."""
+    room = Signal(name=f"{shared.ready.name}_ahead")
+    for j, own in enumerate(owns):
+        after = afters[j] if afters is not None else None
+        with m.If(ctx != j):                        # (the next clock is job j's)
+            m.d.sync += room.eq((~own.valid | own.ready)
+                                & (~after.valid | after.ready if after is not None else 1))
+        with m.If(own.valid & own.ready):
+            m.d.sync += own.valid.eq(0)
+        with m.If((ctx == j) & shared.valid & shared.ready):
+            m.d.sync += [own.valid.eq(1), own.payload.eq(shared.payload)]
+    m.d.comb += shared.ready.eq(room)
 
 
 def c_slow(elaboratable, ctx, *, exempt=(), retime=(), steady=()):

@@ -100,3 +100,51 @@ def test_dp16kd_model_at_36_bits(tmp_path):
                    f"{(0x123456789 & ~byte2) | (0xAAAAAAAAA & byte2):09x}",
                    "xxxxxxxxx",                                # read and write of word 7
                    "0f0f0f0f0"]
+
+
+def _narrow_dp16kd_bench(width):
+    """A DP16KD with both ports ``width`` (1, 2 or 4) bits wide: port A writes a value to
+    each of a few addresses (neighbours in one 9-bit half, the two halves, the last word),
+    then port B reads them back, one a clock, printed in hex.  The word address goes on
+    ADx[13:log2(width)], as yosys' mapping puts it."""
+    words = 16384 // width
+    shift = width.bit_length() - 1
+    addrs = [0, 1, 2, 3, 7, 8, 9, words // 2, words - 1]
+    values = [(5 * i + 3) % (1 << width) for i in range(len(addrs))]
+    conns = [".CLKA(clk)", ".CLKB(clk)", ".CEA(1'b1)", ".CEB(1'b1)", ".WEA(we)", ".WEB(1'b0)",
+             ".OCEA(1'b0)", ".OCEB(1'b1)", ".RSTA(1'b0)", ".RSTB(1'b0)"]
+    conns += [f".CS{x}{i}(1'b0)" for x in "AB" for i in range(3)]
+    conns += [f".AD{x}{i}({x.lower()}w[{i}])" for x in "AB" for i in range(14)]
+    conns += [f".DIA{i}(di[{i}])" if i < width else f".DIA{i}(1'b0)" for i in range(18)]
+    conns += [f".DOB{i}(q[{i}])" for i in range(width)]
+    writes = [f"    we = 1; aw = 14'd{a << shift}; di = {width}'d{v}; #5 clk = 1; #5 clk = 0;"
+              for a, v in zip(addrs, values)]
+    reads = [f"    we = 0; bw = 14'd{a << shift}; #5 clk = 1; #1 $display(\"%h\", q); #4 clk = 0;"
+             for a in addrs]
+    bench = f"""module tb;
+  reg clk = 0, we = 0; reg [13:0] aw = 0, bw = 0; reg [{width - 1}:0] di; wire [{width - 1}:0] q;
+  DP16KD #(.DATA_WIDTH_A({width}), .DATA_WIDTH_B({width})) ram ({", ".join(conns)});
+  initial begin
+{chr(10).join(writes + reads)}
+    $finish;
+  end
+endmodule
+"""
+    return bench, [f"{v:x}" for v in values]
+
+
+@pytest.mark.icarus
+@pytest.mark.parametrize("width", [1, 2, 4])
+def test_dp16kd_model_at_narrow_widths(tmp_path, width):
+    """What yosys maps the two-file core's deeper memories to: every address holds its own
+    bits (no two addresses share one)."""
+    import subprocess
+    text, expected = _narrow_dp16kd_bench(width)
+    bench = tmp_path / "tb.v"
+    bench.write_text(text)
+    models = cell_models(text, tmp_path)
+    subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "tb.vvp"), str(bench),
+                    str(models)], check=True)
+    out = subprocess.run(["vvp", "-n", str(tmp_path / "tb.vvp")], check=True,
+                         capture_output=True, text=True).stdout.split()
+    assert out == expected

@@ -23,7 +23,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
-from ..cslow import JOBS, c_slow, job_output, toggle
+from ..cslow import JOBS, c_slow, job_inputs, job_outputs, toggle
 from .core import JpegCore
 
 __all__ = ["JpegCorePair", "JOBS"]
@@ -56,14 +56,12 @@ class JpegCorePair(wiring.Component):
         ctx = Signal()
         m.submodules.jobs = c_slow(inner, ctx, **inner.c_slowing())
         toggle(m, ctx)
-        for j in range(JOBS):
-            mine = ctx == j
-            port = self.job(j)
-            with m.If(mine):
-                m.d.comb += [inner.i.valid.eq(port.i.valid), inner.i.payload.eq(port.i.payload),
-                             port.i.ready.eq(inner.i.ready)]
+        ports = [self.job(j) for j in range(JOBS)]
+        job_inputs(m, ctx, inner.i, [port.i for port in ports])
+        job_outputs(m, ctx, inner.o, [port.o for port in ports])
+        for j, port in enumerate(ports):
+            with m.If(ctx == j):
                 m.d.sync += [port.busy.eq(inner.busy), port.images.eq(inner.images),
                              port.errors.eq(inner.errors)]
-            job_output(m, mine, inner.o, port.o)
         return m
 

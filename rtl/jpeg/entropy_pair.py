@@ -21,7 +21,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
-from ..cslow import JOBS, c_slow, job_output, toggle
+from ..cslow import JOBS, c_slow, job_inputs, job_outputs, toggle
 from .entropy_decoder import EntropyDecoder
 from .huffman_decoder import CoefficientLayout, DhtLayout, DoneLayout, ScanLayout
 from .unstuff import ByteLayout
@@ -60,18 +60,15 @@ class EntropyDecoderPair(wiring.Component):
         ctx = Signal()
         m.submodules.jobs = c_slow(inner, ctx, **inner.c_slowing())
         toggle(m, ctx)
+        jobs = [self.job(j) for j in range(JOBS)]
+        for name in ("i", "dht", "scan"):
+            job_inputs(m, ctx, getattr(inner, name), [getattr(job, name) for job in jobs])
+        coefs = [job.coef for job in jobs]
+        job_outputs(m, ctx, inner.coef, coefs)
+        # (the decoder sends its verdict once its coefficients are taken: so here too)
+        job_outputs(m, ctx, inner.done, [job.done for job in jobs], afters=coefs)
         for j in range(JOBS):
-            mine = ctx == j
-            for name in ("i", "dht", "scan"):
-                outer, port = getattr(self, f"{name}{j}"), getattr(inner, name)
-                with m.If(mine):
-                    m.d.comb += [port.valid.eq(outer.valid), port.payload.eq(outer.payload)]
-                m.d.comb += outer.ready.eq(mine & port.ready)
-            coef, done = getattr(self, f"coef{j}"), getattr(self, f"done{j}")
-            job_output(m, mine, inner.coef, coef)
-            # (the decoder sends its verdict once its coefficients are taken: so here too)
-            job_output(m, mine, inner.done, done, after=coef)
-            with m.If(mine):
+            with m.If(ctx == j):
                 m.d.sync += [self.busy[j].eq(inner.busy),
                              self.symbols_decoded[j].eq(inner.symbols_decoded)]
         return m
