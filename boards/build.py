@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from .ooc import abc9_asserted, tool
+from .ooc import CHECK_WITHOUT_AUTONAME, abc9_asserted, tool
 from .presets import board_preset
 from .top import BoardTop
 
@@ -73,7 +73,7 @@ def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=N
     # which traps the 32-bit WebAssembly yosys out of memory on a decoder core's netlist.
     synth_opts = ["-dsp"] if family == "ice40" else ["-run", ":check"]
     after = {} if family == "ice40" else {
-        "script_after_synth": "hierarchy -check; stat; check -noinit; blackbox =A:whitebox"}
+        "script_after_synth": CHECK_WITHOUT_AUTONAME}
     bitstream = out / f"{name}.{'bit' if family == 'ecp5' else 'bin'}"
     for stale in (bitstream, out / "report.json", out / f"{name}.tim", out / f"{name}.rpt"):
         stale.unlink(missing_ok=True)          # a failed build must not report the last one

