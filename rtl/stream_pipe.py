@@ -4,7 +4,25 @@ from amaranth import Module, Signal, Array
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PipeStage", "SkidBuffer", "Narrow", "BytesOut"]
+__all__ = ["PipeStage", "SkidBuffer", "Narrow", "BytesOut", "credits"]
+
+
+def credits(m, capacity, spend, refund, name):
+    """A register that says a free-running pipeline may take a beat this clock.
+
+    A pipeline without ``ready`` (every stage moves every clock) cannot stall, so the buffer
+    behind it must have room for everything it takes.  The count starts at ``capacity`` (the
+    buffer's places), falls by ``spend`` (1 when the pipeline takes a beat, which it does only
+    while the returned signal is high) and rises by ``refund`` (places the buffer's reader
+    frees).  The returned signal is a register, so ``ready`` chains end at it: that, and
+    the stages' lost clock enables, is the point (docs/architecture.md, "Credits").
+    """
+    count = Signal(range(capacity + 1), init=capacity, name=f"{name}_credits")
+    after = Signal(range(capacity + 1), name=f"{name}_credits_next")
+    ok = Signal(init=1, name=f"{name}_may_take")
+    m.d.comb += after.eq(count - spend + refund)
+    m.d.sync += [count.eq(after), ok.eq(after != 0)]
+    return ok
 
 
 class PipeStage(wiring.Component):

@@ -18,7 +18,7 @@ def test_gen_idct_writes_verilog_and_manifest(tmp_path):
     verilog = (tmp_path / manifest["verilog"]).read_text()
     assert manifest["top"] == "idct_p8" and "module idct_p8" in verilog
     assert manifest["parameters"] == {"samples_per_clock": 8}
-    assert manifest["latency_cycles"] == 30 and manifest["block_interval_cycles"] == 8
+    assert manifest["latency_cycles"] == 32 and manifest["block_interval_cycles"] == 8
     ports = {p["name"]: p for p in manifest["ports"]}
     assert ports["i__payload"]["width"] == 8 * 32 and ports["i__payload"]["direction"] == "input"
     assert ports["o__payload"]["width"] == 8 * 8 and ports["o__ready"]["direction"] == "input"

@@ -12,12 +12,13 @@ def blocks(n, seed=0):
     return np.random.default_rng(seed).integers(-2**15, 2**15, (n, 8, 8))
 
 
+@pytest.mark.parametrize("slots", [2, 4])
 @pytest.mark.parametrize("small_ram", ["lut", "block"])
 @pytest.mark.parametrize("lanes", [1, 2, 4, 8])
-def test_columns_under_backpressure(lanes, small_ram):
+def test_columns_under_backpressure(lanes, small_ram, slots):
     data = blocks(6, lanes)
     beats = [list(map(int, chunk)) for chunk in data.reshape(-1, lanes)]
-    got, _ = run_stream(ColumnGather(signed(16), lanes, small_ram), beats, 6 * 8,
+    got, _ = run_stream(ColumnGather(signed(16), lanes, small_ram, slots), beats, 6 * 8,
                         valid_prob=0.7, ready_prob=0.6, seed=lanes)
     cols = np.array([[int(v) for v in g] for g in got]).reshape(6, 8, 8)   # (block, col, row)
     assert (cols.transpose(0, 2, 1) == data).all()
@@ -39,3 +40,5 @@ def test_bad_lane_count_or_ram():
         ColumnGather(signed(16), 3)
     with pytest.raises(ValueError, match="small_ram must be one of"):
         ColumnGather(signed(16), 8, "bram")
+    with pytest.raises(ValueError, match="slots must be 2 or 4"):
+        ColumnGather(signed(16), 8, slots=3)

@@ -5,8 +5,10 @@ round; this is the corner-turn between them.  The block is kept in eight small R
 skewed layout: element (row r, column c) lives in RAM (r + c) mod 8 at address r.  Any run of
 up to eight elements of one row, and any whole column, then touches eight different RAMs, so
 a row segment is written and a column read in one clock with a single port per RAM.  Each
-RAM holds two blocks (16 entries, a LUT-RAM on most FPGAs) so that one block is read while
-the next is written: with 8-lane input it sustains one block every 8 clocks.
+RAM holds ``slots`` blocks (two: 16 entries, a LUT-RAM on most FPGAs) so that one block is
+read while the next is written: with 8-lane input it sustains one block every 8 clocks.
+``freed`` pulses as a slot's last column is read, for a producer that counts credits (the
+IDCT's free-running passes, which need four slots to cover their round trip).
 
 The skew costs a rotation on each side (8 lanes of the element's width).  They are written
 as log2(8) stages of two-way multiplexers: as indexed ``Array`` reads they became yosys
@@ -42,18 +44,22 @@ class ColumnGather(wiring.Component):
     cells, so the eight RAMs of a 32-bit gather are 384 of them, where eight of the 208
     block RAMs hold them.  ``"lut"`` reads them in the same clock (LUT RAM's own read)."""
 
-    def __init__(self, shape, lanes, small_ram="lut"):
+    def __init__(self, shape, lanes, small_ram="lut", slots=2):
         problem = check_small_ram(small_ram)
         if lanes not in (1, 2, 4, 8):
             problem = f"lanes must be 1, 2, 4 or 8, not {lanes}"
+        if slots not in (2, 4):
+            problem = f"slots must be 2 or 4, not {slots}"
         if problem:
             self._MustUse__silence = True   # never elaborated: no "unused" warning for it
             raise ValueError(problem)
         self._shape, self._lanes = shape, lanes
         self._block_ram = small_ram == "block"
+        self.slots = slots
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(shape, lanes))),
             "o": Out(stream.Signature(data.ArrayLayout(shape, 8))),
+            "freed": Out(1),
         })
 
     def elaborate(self, platform):
@@ -65,21 +71,22 @@ class ColumnGather(wiring.Component):
             if self._block_ram:
                 # A slot is written only while no read of it is pending (``full``), so a
                 # read never meets a write to its address.
-                ram = Memory(shape=self._shape, depth=16, init=[],
+                ram = Memory(shape=self._shape, depth=8 * self.slots, init=[],
                              attrs={"ram_style": ram_style("block"), "no_rw_check": 1})
                 rams.append((ram.write_port(), ram.read_port()))
             else:
-                ram = Memory(shape=self._shape, depth=16, init=[])
+                ram = Memory(shape=self._shape, depth=8 * self.slots, init=[])
                 rams.append((ram.write_port(), ram.read_port(domain="comb")))
             m.submodules[f"ram{b}"] = ram
 
-        full = Signal(2)          # which of the two block slots hold a complete block
-        wslot = Signal()
+        slots = self.slots
+        full = Signal(slots)      # which block slots hold a complete block
+        wslot = Signal(range(slots))
         wbeat = Signal(range(beats))
-        rslot = Signal()
+        rslot = Signal(range(slots))
         rcol = Signal(3)
-        set_full = Signal(2)
-        clear_full = Signal(2)
+        set_full = Signal(slots)
+        clear_full = Signal(slots)
 
         # Write side: beat k carries row (k*lanes)//8, columns (k*lanes)%8 + l.
         m.d.comb += self.i.ready.eq(~full.bit_select(wslot, 1))
@@ -104,7 +111,7 @@ class ColumnGather(wiring.Component):
         with m.If(write):
             m.d.sync += wbeat.eq(wbeat + 1)
             with m.If(wbeat == beats - 1):
-                m.d.sync += [wbeat.eq(0), wslot.eq(~wslot)]
+                m.d.sync += [wbeat.eq(0), wslot.eq(wslot + 1)]
                 m.d.comb += set_full.eq(1 << wslot)
 
         # Read side: column c has row r in RAM (r + c) mod 8, so RAM b supplies row (b - c).
@@ -135,7 +142,7 @@ class ColumnGather(wiring.Component):
         with m.If(take):
             m.d.sync += rcol.eq(rcol + 1)
             with m.If(rcol == 7):
-                m.d.sync += rslot.eq(~rslot)
-                m.d.comb += clear_full.eq(1 << rslot)
+                m.d.sync += rslot.eq(rslot + 1)
+                m.d.comb += [clear_full.eq(1 << rslot), self.freed.eq(1)]
         m.d.sync += full.eq((full | set_full) & ~clear_full)
         return m

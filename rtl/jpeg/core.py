@@ -107,7 +107,7 @@ class JpegCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        flush = Signal()
+        flush = Signal()            # a register, high in the FLUSH state
         parser, blocks, raster, to_bytes = self._decode_pipeline(m, flush)
         fs = self._file_state(m, blocks, raster, to_bytes)
         path, out_width, out_height = None, fs.frame.width, fs.frame.height
@@ -309,8 +309,8 @@ class JpegCore(wiring.Component):
                     m.next = "RESULT"
 
     def _elaborate_file_end(self, m, fs, parser, blocks, flush):
-        """RESULT, TRAILER: the parser's verdict, then the trailer; once it has left, the
-        stages are flushed and the next file may come in."""
+        """RESULT, TRAILER, FLUSH: the parser's verdict, then the trailer; once it has left,
+        the stages are flushed and the next file may come in."""
         o, trailer, status = fs.o, fs.trailer, fs.status
         with m.State("RESULT"):
             m.d.comb += parser.result.ready.eq(1)
@@ -324,11 +324,16 @@ class JpegCore(wiring.Component):
                          trailer.status.eq(status), trailer.cycles.eq(fs.cycles),
                          trailer.symbols.eq(blocks.symbols_decoded)]
             with m.If(self.o.ready):
-                m.d.comb += flush.eq(1)
-                m.d.sync += [self.busy.eq(0), self.images.eq(self.images + 1)]
+                m.d.sync += [flush.eq(1), self.busy.eq(0), self.images.eq(self.images + 1)]
                 with m.If(status != JpegStatus.OK):
                     m.d.sync += self.errors.eq(self.errors + 1)
-                m.next = "IDLE"
+                m.next = "FLUSH"
+        with m.State("FLUSH"):
+            # The stages' reset comes from a register, in a clock of its own: it reaches
+            # every register behind the parser, so nothing else may be on its way (in the
+            # two-file core the FSM and the output's handshake were, across the chip).
+            m.d.sync += flush.eq(0)
+            m.next = "IDLE"
 
     def _resample_path(self, m, flush, raster, frame, refused, start_image):
         """The request reader and the resampler, fed the raster's beats while

@@ -200,7 +200,7 @@ class HuffmanDecoder(wiring.Component):
         ctl = _LoopFlags(m, st, hs, self.done, direct=self.contexts == 2)
         if self.contexts == 2:
             self._retime[:] = [st.k, st.is_dc, st.blk, st.comp, st.mcus_left, st.in_interval,
-                               st.last_mcu, st.last_in_interval,
+                               st.last_mcu, st.last_in_interval, st.mcu_ended,
                                st.phase, *ctl.flags.values(), st.rec.as_value(), st.rec_valid]
         pos = self._scan_position(m, st)
         sel = self._table_select(m, tables, st, pos)
@@ -266,6 +266,11 @@ class HuffmanDecoder(wiring.Component):
         # or interval's end without comparing 24 and 16 bits on the way.
         st.last_mcu = Signal()
         st.last_in_interval = Signal()
+        # An MCU ended in the last clock: the counters count it now, a clock late, so that a
+        # block's end reaches this flag and not the 40 counter bits (with two contexts that
+        # fanout spread across the chip).  MCU ends are at least two steps apart (a block
+        # takes a DC step and an AC step), so the counters are current at the next one.
+        st.mcu_ended = Signal()
         st.rst_next = Signal(3)
         st.phase = Signal(2)                # 0: decode, 1: restart check, 2: end check, 3: stop
         st.decoding = Signal()              # scanning and phase 0, as a register of its own
@@ -440,6 +445,11 @@ class HuffmanDecoder(wiring.Component):
     def _advance_position(m, st, pos, loop, ctl):
         """The loop's step moves the scan on: next coefficient, block, component, MCU, and
         the restart or end check at an interval's or the scan's end."""
+        # Before the restart's and the scan start's resets of the counters, which win.
+        m.d.sync += st.mcu_ended.eq(loop.block_done & pos.mcu_end)
+        with m.If(st.mcu_ended):
+            m.d.sync += [st.mcus_left.eq(st.mcus_left - 1),
+                         st.in_interval.eq(st.in_interval + 1)]
         with m.If(loop.adv):
             m.d.sync += [st.k.eq(loop.k_next), st.is_dc.eq(loop.block_done)]
         with m.If(loop.block_done):
@@ -449,9 +459,7 @@ class HuffmanDecoder(wiring.Component):
                 m.d.sync += st.blk.eq(st.blk + 1)
             m.d.sync += st.comp.eq(pos.next_comp)
             with m.If(pos.mcu_end):
-                m.d.sync += [st.mcus_left.eq(st.mcus_left - 1),
-                             st.in_interval.eq(st.in_interval + 1),
-                             st.last_mcu.eq(pos.next_last_mcu),
+                m.d.sync += [st.last_mcu.eq(pos.next_last_mcu),
                              st.last_in_interval.eq(pos.next_last_in_interval)]
             with m.If(pos.ends_scan):
                 m.d.sync += st.phase.eq(2)
@@ -732,7 +740,7 @@ class HuffmanDecoder(wiring.Component):
             m.d.sync += [st.cfg.eq(p), hs.scanning.eq(1), st.comp.eq(0),
                          st.blk.eq(0), st.k.eq(0), st.is_dc.eq(1), st.mcus_left.eq(p.mcus),
                          st.in_interval.eq(0), st.rst_next.eq(0), st.phase.eq(0),
-                         st.last_mcu.eq(p.mcus == 1),
+                         st.mcu_ended.eq(0), st.last_mcu.eq(p.mcus == 1),
                          st.last_in_interval.eq(p.restart_interval == 1)]
             ctl.setf("slow_wait", 0)
             # h * v of 2-bit factors, as shifts and an add (a '*' would take a DSP block).

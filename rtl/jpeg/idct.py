@@ -23,8 +23,8 @@ from amaranth import Module, Mux, Cat, Signal, signed, unsigned
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
-from ..small_ram import check_small_ram
-from ..stream_pipe import PipeStage, Narrow
+from ..small_ram import check_small_ram, SmallRamFifo
+from ..stream_pipe import PipeStage, Narrow, credits
 from . import idct_constants as K
 from .column_gather import ColumnGather
 from .idct_1d import Idct1D
@@ -36,6 +36,10 @@ SAMPLES_PER_CLOCK = (1, 2, 4, 8)
 
 #: One input element: a quantised coefficient and the quantisation value it is scaled by.
 CoefLayout = data.StructLayout({"coef": signed(16), "quant": unsigned(16)})
+
+#: Rows of samples the output holds for pass 2's credits: more than the round trip from a
+#: credit spent to its return (pass 2, the FIFO's write and read, the credit register).
+OUTPUT_FIFO_DEPTH = 16
 
 #: Dequantised coefficients: int16 x uint16, always exact in 32 signed bits.
 DEQUANT_SHAPE = signed(32)
@@ -120,15 +124,16 @@ class Idct(wiring.Component):
         Interval: ``64 / samples_per_clock``.  Latency, from the first coefficient of a block
         entering to its first sample leaving: input register (1) + dequantiser (1) + the rest
         of the block arriving (interval - 1) + slot hand-over (1) + column register (1) +
-        column pass + the eight columns (8) + row register (1) + row pass + the narrowing
-        register (only when fewer than 8 samples leave per clock), and one clock per corner
-        turn in block RAM.  The testbench measures both figures and checks them against these.
+        column pass + the eight columns (8) + row register (1) + row pass + the output
+        FIFO (2: its write, and the register it is read through) + the narrowing register
+        (only when fewer than 8 samples leave per clock), and one clock per corner turn in
+        block RAM.  The testbench measures both figures and checks them against these.
         """
         interval = 64 // samples_per_clock
         narrow = 1 if samples_per_clock < 8 else 0
         turns = 2 if small_ram == "block" else 0
         latency = (1 + 1 + (interval - 1) + 1 + 1 + Idct1D.latency + 8 + 1 + Idct1D.latency
-                   + narrow + turns)
+                   + 2 + narrow + turns)
         return latency, interval
 
     @property
@@ -174,7 +179,8 @@ class Idct(wiring.Component):
         else:
             pass1 = Idct1D(DEQUANT_SHAPE, K.PASS1_MOD_BITS, K.PASS1_DESCALE)
         m.submodules.pass1 = pass1
-        m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8, self.small_ram)
+        m.submodules.rows = rows = ColumnGather(unsigned(pass1.out_bits), 8, self.small_ram,
+                                                slots=4)
         m.submodules.rows_reg = rows_reg = PipeStage(rows.o.payload.shape(), rows.o.payload.shape())
         if self.reduced:
             pass2 = Idct1D(unsigned(pass1.out_bits), *K.SIZE_PASS2[3], reduced=K.SIZE_PASS2)
@@ -186,50 +192,69 @@ class Idct(wiring.Component):
         wiring.connect(m, coefs.o, dequant.i)
         wiring.connect(m, dequant.o, columns.i)
         wiring.connect(m, columns.o, columns_reg.i)
-        wiring.connect(m, columns_reg.o, pass1.i)
-        # Pass 1 emits columns; gathering them as "raster" beats of a transposed block and
-        # reading that block's columns yields the rows of the original one.
-        wiring.connect(m, pass1.o, rows.i)
-        wiring.connect(m, rows.o, rows_reg.i)
-        if self.reduced:
-            return self._reduced_sizes(m, pass1, rows_reg, pass2)
-        m.submodules.narrow = narrow = Narrow(unsigned(8), 8, lanes)
-        wiring.connect(m, rows_reg.o, pass2.i)
+        # Both passes run free (no ready: every stage moves every clock) and take a vector
+        # only against a credit for the place it will need behind them: pass 1 a place in
+        # the rows gather (returned eight at a time as a slot's last row is read), pass 2 a
+        # place in the output FIFO.  A consumer's ready then reaches no further than a
+        # credit register, where it had run back through both passes' stage enables and the
+        # gathers into the coefficient side (docs/architecture.md, "Credits").
+        may1 = credits(m, 8 * rows.slots, columns_reg.o.valid & columns_reg.o.ready,
+                       Mux(rows.freed, 8, 0), "pass1")
         m.d.comb += [
-            narrow.i.valid.eq(pass2.o.valid),
-            pass2.o.ready.eq(narrow.i.ready),
+            pass1.i.payload.eq(columns_reg.o.payload),
+            pass1.i.valid.eq(columns_reg.o.valid & may1),
+            columns_reg.o.ready.eq(may1),
+            pass1.o.ready.eq(1),
+            # Pass 1 emits columns; gathering them as "raster" beats of a transposed block
+            # and reading that block's columns yields the rows of the original one.  The
+            # credits guarantee the gather's ready, so it is not consulted.
+            rows.i.payload.eq(pass1.o.payload),
+            rows.i.valid.eq(pass1.o.valid),
         ]
-        for k in range(8):
-            m.d.comb += narrow.i.payload[k].eq(_range_limit(pass2.o.payload[k]))
+        wiring.connect(m, rows.o, rows_reg.i)
+        m.submodules.out = out = SmallRamFifo(width=8 * 8, depth=OUTPUT_FIFO_DEPTH,
+                                              small_ram=self.small_ram)
+        may2 = credits(m, out.depth, pass2.i.valid, out.r_en & out.r_rdy, "pass2")
+        m.d.comb += [pass2.i.payload.eq(rows_reg.o.payload), pass2.o.ready.eq(1),
+                     out.w_en.eq(pass2.o.valid)]
+        if self.reduced:
+            self._reduced_sizes(m, pass1, rows_reg, pass2, may2, out)
+        else:
+            m.d.comb += [pass2.i.valid.eq(rows_reg.o.valid & may2), rows_reg.o.ready.eq(may2)]
+            m.d.comb += out.w_data.eq(Cat(*[_range_limit(pass2.o.payload[k])[:8] for k in range(8)]))
+        # What the credits promise, as (write, room) pairs a testbench can watch.
+        self.credited_writes = [(rows.i.valid, rows.i.ready), (out.w_en, out.w_rdy)]
+        m.submodules.narrow = narrow = Narrow(unsigned(8), 8, lanes)
+        m.d.comb += [
+            narrow.i.valid.eq(out.r_rdy),
+            narrow.i.payload.eq(out.r_data),
+            out.r_en.eq(narrow.i.ready),
+        ]
         wiring.connect(m, narrow.o, wiring.flipped(self.o))
         return m
 
-    def _reduced_sizes(self, m, pass1, rows_reg, pass2):
+    def _reduced_sizes(self, m, pass1, rows_reg, pass2, may2, out):
         """The reduced pipeline's own part: the two block counters, the rows a block lacks
         dropped before pass 2, and the lanes above a block's size zeroed."""
         # Pass 1: each column vector takes its block's size (all eight columns are computed:
         # the rows gather wants whole blocks, and the spare ones cost nothing at this rate).
-        _, size1 = _block_sizes(m, self.sizes, pass1.i.valid & pass1.i.ready, "pass1")
+        _, size1 = _block_sizes(m, self.sizes, pass1.i.valid, "pass1")
         m.d.comb += pass1.size.eq(size1)
 
-        # Pass 2: rows past the block's size are taken from the gather and not passed on.
+        # Pass 2: rows past the block's size are taken from the gather and not passed on
+        # (nor charged a credit).
         row, size2 = _block_sizes(m, self.sizes, rows_reg.o.valid & rows_reg.o.ready, "pass2")
         keep = Signal()
         m.d.comb += [
             keep.eq((row >> size2) == 0),
             pass2.size.eq(size2),
-            pass2.i.payload.eq(rows_reg.o.payload),
-            pass2.i.valid.eq(rows_reg.o.valid & keep),
-            rows_reg.o.ready.eq(pass2.i.ready | ~keep),
+            pass2.i.valid.eq(rows_reg.o.valid & keep & may2),
+            rows_reg.o.ready.eq(may2 | ~keep),
         ]
 
         # Range limit on the real lanes, zeros above them.
-        m.d.comb += [
-            self.o.valid.eq(pass2.o.valid),
-            pass2.o.ready.eq(self.o.ready),
-        ]
+        lanes = []
         for k in range(8):
             real = (k >> pass2.o_size) == 0
-            m.d.comb += self.o.payload[k].eq(
-                Mux(real, _range_limit(pass2.o.payload[k][:K.RANGE_BITS]), 0))
-        return m
+            lanes.append(Mux(real, _range_limit(pass2.o.payload[k][:K.RANGE_BITS]), 0)[:8])
+        m.d.comb += out.w_data.eq(Cat(*lanes))
