@@ -1,12 +1,15 @@
 """The whole IDCT component in amaranth.sim: a quick bit-exactness check at every width."""
 
+import random
+
 import numpy as np
 import pytest
+from amaranth.sim import Simulator
 
 from dlforge.rtl.jpeg.idct import Idct
 from dlforge.sim.models.idct_model import idct_islow
 from dlforge.sim.corpus.idct_vectors import idct_test_blocks
-from amaranth_streams import run_stream
+from amaranth_streams import run_stream, send_beats, collect_beats
 
 
 @pytest.mark.parametrize("small_ram", ["lut", "block"])
@@ -55,10 +58,6 @@ def test_the_credits_leave_room_for_every_vector(small_ram):
     """The passes run free and charge a credit per vector: under a slow, bursty consumer no
     vector may reach the rows gather or the output FIFO without room there, and every block
     still comes out exact."""
-    from amaranth.sim import Simulator
-    from amaranth_streams import send_beats, collect_beats
-    import random
-
     coefs, quant = idct_test_blocks(24, seed=5)
     flat = [{"coef": int(c), "quant": int(q)} for c, q in zip(coefs.reshape(-1), quant.reshape(-1))]
     beats = [flat[i:i + 8] for i in range(0, len(flat), 8)]

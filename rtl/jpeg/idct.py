@@ -198,8 +198,7 @@ class Idct(wiring.Component):
         # place in the output FIFO.  A consumer's ready then reaches no further than a
         # credit register, where it had run back through both passes' stage enables and the
         # gathers into the coefficient side (docs/architecture.md, "Credits").
-        may1 = credits(m, 8 * rows.slots, columns_reg.o.valid & columns_reg.o.ready,
-                       Mux(rows.freed, 8, 0), "pass1")
+        may1 = credits(m, 8 * rows.slots, pass1.i.valid, Mux(rows.freed, 8, 0), "pass1")
         m.d.comb += [
             pass1.i.payload.eq(columns_reg.o.payload),
             pass1.i.valid.eq(columns_reg.o.valid & may1),
