@@ -538,6 +538,29 @@ def test_single_faults():
         assert got[name] == status, (name, got[name])
 
 
+def test_frame_length_against_the_component_count():
+    """The SOF's length against 8 + 3·Nf, which the parser prepares from the length before
+    the count byte (a division by three in registers): matched, off by one to three either
+    way, at the counts where that division changes its rounding (0 to 255), and lengths that
+    agree with the count only modulo 1024 (the division's width)."""
+    color = small("astronaut", 16, 16, quality=85, subsampling=2)
+    sof, sof_n = seg(color, M.SOF0)
+    head, comps, rest = color[sof + 4:sof + 9], color[sof + 10:sof + 19], color[sof + 2 + sof_n:]
+    files, names = [], []
+    for nf in (0, 1, 2, 3, 4, 85, 86, 170, 254, 255):
+        given = comps if nf == 3 else bytes(b for c in range(nf) for b in (c + 1, 0x11, 0))
+        for delta in (-3, -1, 0, 1, 2) + ((1024,) if nf in (1, 3) else ()):
+            length = 8 + 3 * nf + delta
+            body = (head + bytes([nf]) + given + bytes(max(0, delta)))[:length - 2]
+            files.append(color[:sof] + M.SOF0.bytes + struct.pack(">H", length) + body + rest)
+            names.append(f"nf{nf}{delta:+d}")
+    seen, plans, _ = run_and_check(files, names, seed=17)
+    got = dict(zip(names, (p.status for p in plans)))
+    assert got["nf3+0"] == S.OK and got["nf4+0"] == S.UNSUPPORTED_COMPONENTS
+    assert got["nf255+0"] == S.UNSUPPORTED_COMPONENTS and got["nf0+0"] == S.UNSUPPORTED_COMPONENTS
+    assert all(got[n] == S.BAD_FRAME_HEADER for n in names if not n.endswith("+0")), got
+
+
 def test_bad_tables_still_end_their_bodies():
     """A bad table is forwarded to its segment's end, last on the final byte; a body the
     packet cuts ends with last on the packet's final byte."""

@@ -39,10 +39,10 @@ __all__ = ["bench_device", "cpu_rate", "stated_clock", "worth", "ECP5_CORE_FMAX_
 #: in each; 50.08 on 2026-12-05).
 ECP5_CORE_FMAX_MHZ = 48.65
 #: The two-file core (``contexts=2``, C-slowed) out of context on an ECP5-85F, max width
-#: 1024 (at 4096 its block RAM does not fit), median of placer seeds 1-3 (60.31 / 62.43 /
-#: 62.89 MHz, 2026-12-06, the IDCT's credits, docs/results.md): the default clock of a
-#: two-file core's rates.
-ECP5_PAIR_FMAX_MHZ = 62.43
+#: 1024 (at 4096 its block RAM does not fit), median of placer seeds 1-3 (65.06 / 63.69 /
+#: 66.43 MHz, 2026-12-06, the marker parser's handshake cut, docs/results.md): the default
+#: clock of a two-file core's rates.
+ECP5_PAIR_FMAX_MHZ = 65.06
 #: The ULX3S-85F preset (a decoder core and the 2x2x4 engine) as routed by nextpnr
 #: (docs/boards.md): the clock the engine's cycles are converted at for an ECP5.
 ECP5_ENGINE_BOARD_MHZ = 44.3

@@ -24,6 +24,7 @@ from amaranth.lib import wiring, stream
 from amaranth.lib.wiring import In, Out
 
 from ..cslow import JOBS, c_slow, job_inputs, job_outputs, toggle
+from ..stream_pipe import SkidBuffer
 from .core import JpegCore
 
 __all__ = ["JpegCorePair", "JOBS"]
@@ -57,7 +58,16 @@ class JpegCorePair(wiring.Component):
         m.submodules.jobs = c_slow(inner, ctx, **inner.c_slowing())
         toggle(m, ctx)
         ports = [self.job(j) for j in range(JOBS)]
-        job_inputs(m, ctx, inner.i, [port.i for port in ports])
+        # Each job's input through a skid buffer: its ``ready`` is a register, so the core's
+        # input ``ready`` (the marker parser's, which in a scan is the entropy decoder's)
+        # stops there instead of running on to the read enable of the feed's block RAM
+        # (the end of the two-file core's critical path in one of three placements).
+        skids = []
+        for j, port in enumerate(ports):
+            skid = m.submodules[f"input_skid{j}"] = SkidBuffer(port.i.payload.shape())
+            wiring.connect(m, wiring.flipped(port.i), skid.i)
+            skids.append(skid.o)
+        job_inputs(m, ctx, inner.i, skids)
         job_outputs(m, ctx, inner.o, [port.o for port in ports])
         for j, port in enumerate(ports):
             with m.If(ctx == j):

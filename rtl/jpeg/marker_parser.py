@@ -137,6 +137,12 @@ class MarkerParser(wiring.Component):
         m = Module()
         take = Signal()                  # an input byte is consumed (by us or by `entropy`)
         m.d.comb += take.eq(self.i.valid & self.i.ready)
+        # Each state's registers see the byte taken as that state's own ``ready`` makes it
+        # (``valid`` where it is 1), not through ``take``: the scan's ``ready`` is the
+        # entropy decoder's, and through ``take`` it reached every register of the parser
+        # (the two-file core's critical path in two of three placements, from the state
+        # through the unstuffer's ``ready`` and back).
+        valid = self.i.valid
 
         f = self._per_file_state()
         seg = self._segment_state()
@@ -145,14 +151,15 @@ class MarkerParser(wiring.Component):
         fwd = self._hold_outputs(m, f.trailer, kind)
         steps = _Steps(m, f.status, seg.perr, seg.marker, f.trailer)
         refused = self._refusals(m, f, fr)
+        self._sof_count(m, seg, fr)
 
         with m.FSM():
-            self._elaborate_marker_states(m, steps, take, f)
-            self._elaborate_length_states(m, steps, take, f, seg, kind)
-            self._elaborate_body_state(m, steps, take, f, seg, fr, kind, fwd)
+            self._elaborate_marker_states(m, steps, valid, f)
+            self._elaborate_length_states(m, steps, valid, f, seg, kind)
+            self._elaborate_body_state(m, steps, valid & ~fwd.stall, f, seg, fr, kind, fwd)
             self._elaborate_segment_end(m, steps, f, seg, fr, kind, refused)
             self._elaborate_scan_states(m, steps, take, f, fr)
-            self._elaborate_file_end(m, take, f)
+            self._elaborate_file_end(m, valid & ~f.pkt_over, f)
 
         # After the FSM: the packet's end wins over the per-file reset of the same clock
         # (they cannot coincide: RESULT reads nothing).
@@ -215,7 +222,28 @@ class MarkerParser(wiring.Component):
         fr.h2, fr.v2 = Signal(), Signal()        # the MCU is 2 luma blocks across / down
         fr.mcux, fr.mcuy = Signal(10), Signal(14)
         fr.mul_a, fr.mul_b, fr.acc = Signal(24), Signal(14), Signal(24)
+        fr.sof_n = Signal(8)             # the component count the SOF's length allows
+        fr.sof_n_ok = Signal()           # (if there is one: the length is 6 + 3n)
+        fr.sof_pre = Signal(8)           # precision, height and width's verdict (byte 4)
         return fr
+
+    @staticmethod
+    def _sof_count(m, seg, fr):
+        """The component count a SOF segment's length allows, ``(blen - 6) / 3``, worked out
+        in three free-running register stages while the body's first five bytes go by (the
+        length is fixed from the clock after LEN_LO, the count is read at body byte 5, six
+        clocks on at the earliest).  Checking ``blen == 6 + 3 * count`` at byte 5 itself put
+        an adder and a 16-bit comparison behind the input byte, ahead of the verdict's
+        priority chain: the two-file core's critical path in two of three placements.  Now
+        byte 5 is compared with ``sof_n``, eight bits."""
+        x, fits = Signal(10), Signal()          # blen - 6, if 0 <= blen - 6 <= 3 * 255
+        m.d.sync += [x.eq(seg.blen - 6), fits.eq((seg.blen >= 6) & (seg.blen <= 6 + 3 * 255))]
+        # x / 3 as x * 171 / 512, exact where x is a multiple of 3 below 768 (the error,
+        # x / 1536, stays under 1/2), in shifts and adds rather than a multiplier.
+        q, x2, fits2 = Signal(9), Signal(10), Signal()
+        m.d.sync += [q.eq((x + (x << 1) + (x << 3) + (x << 5) + (x << 7)) >> 9),
+                     x2.eq(x), fits2.eq(fits)]
+        m.d.sync += [fr.sof_n.eq(q), fr.sof_n_ok.eq(fits2 & (q + (q << 1) == x2))]
 
     @staticmethod
     def _marker_kind(m, marker):
@@ -575,17 +603,20 @@ class MarkerParser(wiring.Component):
             with m.Case(3):
                 m.d.sync += fr.width[8:16].eq(byte)
             with m.Case(4):
-                m.d.sync += fr.width[0:8].eq(byte)
+                m.d.sync += [
+                    fr.width[0:8].eq(byte),
+                    # The verdicts that do not need byte 5, a clock early (see _sof_count).
+                    fr.sof_pre.eq(Mux(~fr.prec8, S.UNSUPPORTED_PRECISION,
+                                      Mux(fr.height == 0, S.UNSUPPORTED_DNL,
+                                          Mux((fr.width[8:16] == 0) & (byte == 0),
+                                              S.BAD_FRAME_HEADER, 0)))),
+                ]
             with m.Case(5):                 # the counts and sizes, in the model's order
                 m.d.sync += fr.ncomp.eq(byte)
-                with m.If(seg.blen != 6 + byte + (byte << 1)):
+                with m.If(~fr.sof_n_ok | (byte != fr.sof_n)):     # blen != 6 + 3 * byte
                     flag(S.BAD_FRAME_HEADER)
-                with m.Elif(~fr.prec8):
-                    flag(S.UNSUPPORTED_PRECISION)
-                with m.Elif(fr.height == 0):
-                    flag(S.UNSUPPORTED_DNL)
-                with m.Elif(fr.width == 0):
-                    flag(S.BAD_FRAME_HEADER)
+                with m.Elif(fr.sof_pre != 0):
+                    flag(fr.sof_pre)
                 with m.Elif((byte != 1) & (byte != 3)):
                     flag(S.UNSUPPORTED_COMPONENTS)
             for c in range(MAX_COMPONENTS):
