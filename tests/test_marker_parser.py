@@ -540,7 +540,7 @@ def test_single_faults():
 
 def test_frame_length_against_the_component_count():
     """The SOF's length against 8 + 3·Nf, which the parser prepares from the length before
-    the count byte (a division by three in registers): matched, off by one to three either
+    the count byte (a division by three in registers): matched, off by up to three either
     way, at the counts where that division changes its rounding (0 to 255), and lengths that
     agree with the count only modulo 1024 (the division's width)."""
     color = small("astronaut", 16, 16, quality=85, subsampling=2)
@@ -554,7 +554,7 @@ def test_frame_length_against_the_component_count():
             body = (head + bytes([nf]) + given + bytes(max(0, delta)))[:length - 2]
             files.append(color[:sof] + M.SOF0.bytes + struct.pack(">H", length) + body + rest)
             names.append(f"nf{nf}{delta:+d}")
-    seen, plans, _ = run_and_check(files, names, seed=17)
+    _, plans, _ = run_and_check(files, names, seed=17)
     got = dict(zip(names, (p.status for p in plans)))
     assert got["nf3+0"] == S.OK and got["nf4+0"] == S.UNSUPPORTED_COMPONENTS
     assert got["nf255+0"] == S.UNSUPPORTED_COMPONENTS and got["nf0+0"] == S.UNSUPPORTED_COMPONENTS
