@@ -232,10 +232,16 @@ class HuffmanDecoder(wiring.Component):
         hs.scanning = scanning = Signal()
         hs.finishing = finishing = Signal()  # result decided, waiting for the output to drain
         hs.patching = patching = Signal()   # a slow symbol's patch is still in a fast table
-        m.d.comb += [tables.locked.eq(scanning | patching),
-                     self.scan.ready.eq(~scanning & ~finishing & ~self.done.valid & tables.idle
-                                        & ~patching),
-                     self.busy.eq(scanning)]
+        m.d.comb += [tables.locked.eq(scanning | patching), self.busy.eq(scanning)]
+        # ``scan.ready`` is a register: from the tables' ``idle`` it reached the scan's start
+        # (the unstuffer's restart, the parser's state, every counter), the two-file core's
+        # critical path in two of three placements.  It holds what the conditions were a
+        # clock ago, less the two events that can end them: the scan taken, and a table
+        # byte taken (``idle`` drops only the clock after one; the other conditions cannot
+        # arise while no scan runs).  A scan is then taken at most a clock later.
+        ready = ~scanning & ~finishing & ~self.done.valid & tables.idle & ~patching
+        m.d.sync += self.scan.ready.eq(ready & ~(self.scan.valid & self.scan.ready)
+                                       & ~(tables.dht.valid & tables.dht.ready))
         return hs
 
     def _output(self, m, fifo, hs):

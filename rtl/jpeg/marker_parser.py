@@ -158,11 +158,11 @@ class MarkerParser(wiring.Component):
             self._elaborate_length_states(m, steps, valid, f, seg, kind)
             self._elaborate_body_state(m, steps, valid & ~fwd.stall, f, seg, fr, kind, fwd)
             self._elaborate_segment_end(m, steps, f, seg, fr, kind, refused)
-            self._elaborate_scan_states(m, steps, take, f, fr)
+            self._elaborate_scan_states(m, steps, f, fr)
             self._elaborate_file_end(m, valid & ~f.pkt_over, f)
 
         # After the FSM: the packet's end wins over the per-file reset of the same clock
-        # (they cannot coincide: RESULT reads nothing).
+        # (they cannot coincide: CLEAR reads nothing).
         with m.If(take & self.i.payload.last):
             m.d.sync += f.pkt_over.eq(1)
         return m
@@ -171,7 +171,7 @@ class MarkerParser(wiring.Component):
 
     @staticmethod
     def _per_file_state():
-        """What one file sets up for itself: cleared when its result is taken."""
+        """What one file sets up for itself: cleared the clock after its result is taken."""
         f = SimpleNamespace()
         f.status = Signal(8)
         f.pkt_over = Signal()            # the packet's last byte has been consumed
@@ -240,10 +240,10 @@ class MarkerParser(wiring.Component):
         m.d.sync += [x.eq(seg.blen - 6), fits.eq((seg.blen >= 6) & (seg.blen <= 6 + 3 * 255))]
         # x / 3 as x * 171 / 512, exact where x is a multiple of 3 below 768 (the error,
         # x / 1536, stays under 1/2), in shifts and adds rather than a multiplier.
-        q, x2, fits2 = Signal(9), Signal(10), Signal()
-        m.d.sync += [q.eq((x + (x << 1) + (x << 3) + (x << 5) + (x << 7)) >> 9),
-                     x2.eq(x), fits2.eq(fits)]
-        m.d.sync += [fr.sof_n.eq(q), fr.sof_n_ok.eq(fits2 & (q + (q << 1) == x2))]
+        # (``x`` is fixed a clock after ``blen``, so ``q`` meets the ``x`` it came from.)
+        q = Signal(9)
+        m.d.sync += q.eq((x + (x << 1) + (x << 3) + (x << 5) + (x << 7)) >> 9)
+        m.d.sync += [fr.sof_n.eq(q), fr.sof_n_ok.eq(fits & (q + (q << 1) == x))]
 
     @staticmethod
     def _marker_kind(m, marker):
@@ -453,7 +453,7 @@ class MarkerParser(wiring.Component):
                     m.d.sync += [f.adobe.eq(1), f.adobe_t.eq(seg.app_t)]
                 steps.goto("MARK", seg.seg_last)
 
-    def _elaborate_scan_states(self, m, steps, take, f, fr):
+    def _elaborate_scan_states(self, m, steps, f, fr):
         """The scan: its MCU count, its beat to the decoder, then its bytes straight through
         to ``entropy`` until the decoder's verdict."""
         last = self.i.payload.last
@@ -487,8 +487,13 @@ class MarkerParser(wiring.Component):
                 with m.If(self.done.payload.status != S.OK):
                     steps.finish(self.done.payload.status)
                 with m.Else():
-                    # The unstuffer has read the FF(s) and the marker code itself.
-                    steps.trailer_marker(self.done.payload.marker, pkt_over | (take & last))
+                    # The unstuffer has read the FF(s) and the marker code itself, a clock
+                    # or more ago (its END token had to reach the decoder's verdict), and
+                    # has taken nothing since: ``pkt_over`` already says whether that code
+                    # was the packet's last byte.  (Through ``take`` the unstuffer's
+                    # ``ready`` reached the status: the two-file core's critical path in
+                    # one placement.)
+                    steps.trailer_marker(self.done.payload.marker, pkt_over)
 
     def _elaborate_file_end(self, m, take, f):
         """Drop the rest of the packet, then hand out the result once every other output was
@@ -502,10 +507,17 @@ class MarkerParser(wiring.Component):
             idle = ~(self.dqt.valid | self.dht.valid | self.scan.valid | self.frame.valid)
             with m.If(self.result.valid & self.result.ready):
                 m.d.sync += self.result.valid.eq(0)
-                m.d.sync += [s.eq(s.init) for s in f.all]
-                m.next = "SOI0"
+                m.next = "CLEAR"
             with m.Elif(idle):
                 m.d.sync += [self.result.valid.eq(1), self.result.payload.status.eq(f.status)]
+
+        # The file's state is cleared a clock after its result is taken, not in that clock:
+        # the result's ``ready`` (the core's test of its status) then reaches the state
+        # register only, not the 55 registers of ``f.all`` (the two-file core's critical
+        # path in one of three placements).  The next file waits that clock.
+        with m.State("CLEAR"):
+            m.d.sync += [s.eq(s.init) for s in f.all]
+            m.next = "SOI0"
 
     # ---- Segment bodies ---------------------------------------------------------------------
 

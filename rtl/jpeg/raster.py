@@ -198,7 +198,14 @@ class Raster(wiring.Component):
         w_slot3 = Signal(2)
         m.d.comb += prog.writer_done.eq(w_row == f.mcuy)
         room = w_row < prog.rows_read + 2
-        m.d.comb += self.blocks.ready.eq(img.active & ~prog.writer_done & room)
+        # ``ready`` is a register, a clock behind its conditions: from the row counters'
+        # comparisons through the block skid buffer's handshake into the writer's counters
+        # was twelve LUT levels (the two-file core's critical path in one placement).  Of
+        # the conditions only the writer's own row end can turn them off (``rows_read``
+        # only grows, and the image ends only once the writer is done), so that clock's
+        # ``row_end`` holds it off too.
+        row_end = Signal()
+        m.d.sync += self.blocks.ready.eq(img.active & ~prog.writer_done & room & ~row_end)
         # A block row of ``size`` samples lands at sample ``x`` of its line: word x / 8, its
         # bytes from x mod 8 on (scaled blocks share words; 8x8 blocks fill whole ones).
         luma_block = w_comp == 0
@@ -241,6 +248,7 @@ class Raster(wiring.Component):
                 with m.Else():
                     m.d.sync += [w_bx.eq(0), w_by.eq(0), w_comp.eq(0), w_mcu.eq(w_mcu + 1)]
                     with m.If(w_mcu + 1 == f.mcux):
+                        m.d.comb += row_end.eq(1)
                         m.d.sync += [w_mcu.eq(0), w_row.eq(w_row + 1), row_landing.eq(1),
                                      w_slot3.eq(Mux(w_slot3 == 2, 0, w_slot3 + 1))]
         return SimpleNamespace(w_row=w_row, w_slot3=w_slot3)
