@@ -19,7 +19,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-__all__ = ["DEVICES", "abc9_asserted", "synthesize", "tool"]
+__all__ = ["DEVICES", "PLACERS", "abc9_asserted", "synthesize", "tool"]
 
 #: Device name -> (family, nextpnr device options).
 DEVICES = {
@@ -30,6 +30,13 @@ DEVICES = {
     "ice40-up5k": ("ice40", ["--up5k", "--package", "sg48"]),
     "xcup": ("xilinx", None),         # synthesis only (no open place-and-route)
 }
+
+#: nextpnr placer per family when none is asked for.  On the ECP5 the electrostatic placer
+#: ("static") beats the default analytic one ("heap") on the large cores: the two-file JPEG
+#: core at max width 1024 routed at 66.21 / 74.18 / 62.97 MHz (seeds 1-3) against 61.18 /
+#: 63.88 / 66.68 with heap on the same netlist, in less time (docs/results.md).  HeAP spread
+#: the Huffman loop across the chip (one 5-6 ns hop per seed); static keeps it together.
+PLACERS = {"ecp5": "static", "ice40": "heap"}
 
 # nextpnr cell names -> the figures a user compares.
 _CELLS = {
@@ -95,8 +102,9 @@ def tool(name, env_var):
 
 
 def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed=1,
-               progress=None, autoname=True):
+               progress=None, autoname=True, placer=None):
     """Synthesise and place-and-route ``component``; return the figures as a dict.
+    ``placer``: nextpnr's placer ("heap", "static"; default :data:`PLACERS`' per family);
     ``progress``: called as ``progress(phase, {tool: log file})`` as each tool starts;
     ``autoname``: False skips yosys' renaming pass (see :func:`autoname_trapped`) from the
     start, where a first try would only run out of memory there."""
@@ -135,14 +143,17 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
             raise
         _run(yosys + [script], "yosys", out_dir)
     nextpnr = tool(f"yowasp-nextpnr-{family}", f"NEXTPNR_{family.upper()}")
+    placer = placer or PLACERS[family]
     progress("place and route", {"nextpnr": out_dir / "nextpnr.log"})
     _run([nextpnr, *device_args, "--out-of-context", "--json", netlist.name,
-          "--freq", str(freq_mhz), "--seed", str(seed), "--report", report.name,
-          "-l", "nextpnr.log"], "nextpnr", out_dir, allow_timing_failure=True)
+          "--freq", str(freq_mhz), "--seed", str(seed), "--placer", placer,
+          "--report", report.name, "-l", "nextpnr.log"], "nextpnr", out_dir,
+         allow_timing_failure=True)
     data = json.loads(report.read_text())
     used = {cell: entry["used"] for cell, entry in data["utilization"].items()}
     fmax = min((clk["achieved"] for clk in data.get("fmax", {}).values()), default=None)
-    figures = {"device": device, "top": name, "synth": synth, "target_mhz": freq_mhz,
+    figures = {"device": device, "top": name, "synth": synth, "placer": placer,
+               "seed": seed, "target_mhz": freq_mhz,
                "fmax_mhz": round(fmax, 2) if fmax is not None else None,
                "meets_timing": fmax is not None and fmax >= freq_mhz}
     for key, cell in _CELLS[family].items():

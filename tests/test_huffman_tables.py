@@ -49,7 +49,8 @@ def test_tables_match_the_canonical_codes():
                     sym, code = symbols[k + i], first + i
                     ctx.set(dut.symbol_addr, (t << 8) | (k + i))
                     ctx.set(dut.fast_dc_table if cls == 0 else dut.fast_ac_table, ident)
-                    ctx.set(dut.fast_bits, code << (16 - length))
+                    for bits in dut.fast_bits:
+                        ctx.set(bits, code << (16 - length))
                     await ctx.tick()
                     assert ctx.get(dut.symbol) == sym
                     entry = (dut.fast_ac if cls else dut.fast_dc)[length - 1]

@@ -15,6 +15,8 @@ def test_small_block_on_ecp5(tmp_path):
     assert 64 <= figures["ffs"] < 200          # the 64-bit holding register and a few more
     assert 0 < figures["luts"] < 500 and figures["dsp"] == 0 and figures["bram"] == 0
     assert figures["fmax_mhz"] > 50 and figures["meets_timing"]
+    assert figures["placer"] == "static"        # the ECP5 default (see PLACERS)
+    assert "Running Static placer" in (tmp_path / "nextpnr.log").read_text()
     assert (tmp_path / "narrow.v").exists() and (tmp_path / "report.json").exists()
 
 

@@ -83,7 +83,8 @@ def cmd_synth(args):
     with Progress(f"dlforge synth {block.name}") as progress:
         progress.phase("elaborating")
         figures = synthesize(block.build(**params), top, out_dir, device=args.device,
-                             freq_mhz=args.freq, seed=args.seed, progress=progress)
+                             freq_mhz=args.freq, seed=args.seed, progress=progress,
+                             placer=args.placer)
     figures["parameters"] = params
     if args.plot:
         from dlforge.gen.bench.plot import plot_report
@@ -150,6 +151,8 @@ def _synth_options(p):
     p.add_argument("--device", choices=tuple(DEVICES), default="ecp5-85f")
     p.add_argument("--freq", type=float, default=100.0, help="target clock in MHz")
     p.add_argument("--seed", type=int, default=1, help="placer seed")
+    p.add_argument("--placer", choices=("heap", "static"), default=None,
+                   help="nextpnr's placer (default: static on ECP5, heap on iCE40)")
     p.add_argument("-o", "--output", default=None, help="work folder (default build/synth/...)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot", metavar="FILE.png", default=None,

@@ -43,7 +43,8 @@ from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
 from ..small_ram import SmallRamFifo, check_small_ram
-from .huffman_tables import DcEntry, DhtLayout, FastEntry, HuffmanTables, PatchLayout
+from .huffman_tables import (FAST_GROUPS, DcEntry, DhtLayout, FastEntry, HuffmanTables,
+                             PatchLayout)
 from .lutmap import any_of, kept, select, shift_left
 from .status import JpegStatus as S
 from .unstuff import TokenKind, TokenLayout
@@ -361,7 +362,13 @@ class HuffmanDecoder(wiring.Component):
         win.window = Signal(_BUF, reset_less=rl)
         win.peek_dc_n = Signal(16, reset_less=rl)       # inverted
         win.peek_ac_n = Signal(16, reset_less=rl)       # inverted, enabled while scanning
-        win.peek_ram = Signal(16, reset_less=rl)        # enabled while scanning
+        # The fast tables' addresses, one copy per group of tables (huffman_tables.fast_group)
+        # to be placed beside it.  Each differs from the window, the comparators' copies and
+        # the others in its initial value or its enable (initial values that differ keep
+        # yosys from merging them where ``keep`` does not: docs/studies/huffman_loop.md).
+        win.peek_ram = [Signal(16, reset_less=rl, name=f"peek_ram{g}",
+                               init=0 if g == 0 else 0xFFFF) for g in range(FAST_GROUPS)]
+        win.peek_ram_enabled = [g < 2 for g in range(FAST_GROUPS)]  # else loaded every clock
         win.nvalid = Signal(7, reset_less=rl)
         win.enough = Signal(reset_less=rl)              # nvalid >= _NEED
         win.restart = Signal()              # emptied this clock (two contexts only)
@@ -383,7 +390,7 @@ class HuffmanDecoder(wiring.Component):
         run_ac = kept(m, runnable & ~st.is_dc, "run_ac")
 
         m.d.comb += [tables.fast_dc_table.eq(sel.tsel_dc), tables.fast_ac_table.eq(sel.tsel_ac),
-                     tables.fast_bits.eq(win.peek_ram)]
+                     *[tables.fast_bits[g].eq(win.peek_ram[g]) for g in range(FAST_GROUPS)]]
         peek_dc_n, peek_ac_n, floor_dc, floor_ac = (win.peek_dc_n, win.peek_ac_n, sel.floor_dc,
                                                     sel.floor_ac)
         hit_dc = [Const(0)] + [peek_dc_n[16 - l:] >= floor_dc[l - 1][:l + 1] for l in range(1, 17)]
@@ -512,9 +519,7 @@ class HuffmanDecoder(wiring.Component):
             return take_token
         shifted = shift_left(m, filled, loop.total, "window")
         m.d.sync += [window.eq(shifted), win.peek_dc_n.eq(~shifted[_BUF - 16:])]
-        with m.If(hs.scanning):
-            m.d.sync += [win.peek_ac_n.eq(~shifted[_BUF - 16:]),
-                         win.peek_ram.eq(shifted[_BUF - 16:])]
+        self._update_peeks(m, win, hs.scanning, shifted[_BUF - 16:])
         m.d.sync += [nvalid.eq(nvalid + Mux(refill, 8, 0) - loop.total),
                      win.enough.eq(loop.total <= room)]
         return take_token
@@ -536,15 +541,26 @@ class HuffmanDecoder(wiring.Component):
         step = Cat(*[h.total[b] & h.run for b in range(len(h.total))])
         shifted = shift_left(m, h.filled, step, "window")
         m.d.sync += [win.window.eq(shifted), win.peek_dc_n.eq(~shifted[_BUF - 16:])]
-        with m.If(h.scanning):
-            m.d.sync += [win.peek_ac_n.eq(~shifted[_BUF - 16:]),
-                         win.peek_ram.eq(shifted[_BUF - 16:])]
+        self._update_peeks(m, win, h.scanning, shifted[_BUF - 16:])
         with m.If(h.restart):
             m.d.sync += [win.nvalid.eq(0), win.enough.eq(0)]
         with m.Else():
             m.d.sync += [win.nvalid.eq(h.refilled - step), win.enough.eq(step <= h.room)]
         self._retimed[:] = [*vars(h).values(), win.window, win.peek_dc_n, win.peek_ac_n,
-                            win.peek_ram, win.nvalid, win.enough]
+                            *win.peek_ram, win.nvalid, win.enough]
+
+    @staticmethod
+    def _update_peeks(m, win, scanning, first):
+        """The copies of the window's first 16 bits that only the loop reads (the AC
+        comparators' and the fast tables'): those with an enable load while scanning."""
+        with m.If(scanning):
+            m.d.sync += win.peek_ac_n.eq(~first)
+        for peek, enabled in zip(win.peek_ram, win.peek_ram_enabled):
+            if enabled:
+                with m.If(scanning):
+                    m.d.sync += peek.eq(first)
+            else:
+                m.d.sync += peek.eq(first)
 
     def _restart_window(self, m, win, ctl):
         """An empty window and a running loop: at a scan's start and after a restart marker."""

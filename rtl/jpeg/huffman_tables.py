@@ -56,6 +56,18 @@ def _fast_index_bits(length):
     return min(length, 4)
 
 
+#: The fast tables are addressed by FAST_GROUPS copies of the scan's next 16 bits, one per
+#: group of tables, so that the register that addresses a table can sit beside it: one
+#: register reaching all 32 tables was placed 50 to 75 columns from some of them, 5-7 ns of
+#: the loop's clock (docs/studies/huffman_loop.md).
+FAST_GROUPS = 3
+
+
+def fast_group(ac, length):
+    """The copy of the next bits that addresses the fast table of this class and length."""
+    return 0 if not ac else (1 if length <= 8 else 2)
+
+
 #: A write into a fast table by the decoder (tables locked): the slow-symbol patch.
 PatchLayout = data.StructLayout({
     "ac": 1, "table": 2, "length": 5, "code": 4, "entry": FastEntry,
@@ -64,7 +76,8 @@ PatchLayout = data.StructLayout({
 
 class HuffmanTables(wiring.Component):
     """Table storage and loader.  ``fast_dc``/``fast_ac`` are combinational from the table id
-    of their class and ``fast_bits`` (the next 16 bits of the scan, first bit in bit 15);
+    of their class and ``fast_bits`` (the next 16 bits of the scan, first bit in bit 15, in
+    one copy per group of tables: :func:`fast_group`);
     ``valoff`` and ``symbol`` are read one clock after their address."""
 
     dht: In(stream.Signature(DhtLayout))
@@ -75,7 +88,7 @@ class HuffmanTables(wiring.Component):
                init=[[1 << l for l in range(1, 17)]] * TABLES)
     fast_dc_table: In(2)
     fast_ac_table: In(2)
-    fast_bits: In(16)
+    fast_bits: In(16).array(FAST_GROUPS)                 # the same bits, one copy per group
     fast_dc: Out(data.ArrayLayout(DcEntry, 16))         # element l - 1: codes of length l
     fast_ac: Out(data.ArrayLayout(FastEntry, 16))
     patch: In(PatchLayout)              # written when patch_en (tables locked)
@@ -121,7 +134,8 @@ class HuffmanTables(wiring.Component):
                 mem = Memory(shape=shape, depth=4 << ib, init=[])
                 m.submodules[f"fast_{cls}_l{l}"] = mem
                 rd = mem.read_port(domain="comb")
-                code = self.fast_bits[16 - l:16]             # the first l bits
+                bits = self.fast_bits[fast_group(cls == "ac", l)]
+                code = bits[16 - l:16]                       # the first l bits
                 m.d.comb += [rd.addr.eq(Cat(code[:ib], table_in)), out[l - 1].eq(rd.data)]
                 wr = mem.write_port()
                 m.d.comb += wr.addr.eq(Cat(fast_addr[:ib], fast_addr[4:6]))

@@ -275,7 +275,9 @@ class Raster(wiring.Component):
         slot3 = Signal(2)               # rk mod 3
         running = Signal()              # issuing the groups of a line
         setup = Signal()                # the line's parameters are in their registers
-        m.d.comb += prog.reader_done.eq(gy == img.f.height)
+        # ``reader_done`` (gy == height) is a register, set at the end of the image's last line
+        # (see _read_lines): compared on the spot, it ran from the frame's height through the
+        # line set-up's enable into its registers' carry chains in one clock.
         return SimpleNamespace(rk=rk, ry=ry, gy=gy, rj=rj, phase=phase, slot3=slot3,
                                running=running, setup=setup)
 
@@ -372,7 +374,7 @@ class Raster(wiring.Component):
                     m.d.sync += rj.eq(rj + 1)
                     with m.If(last_group):
                         m.d.sync += [running.eq(0), setup.eq(0), rj.eq(0), gy.eq(gy + 1),
-                                     ry.eq(ry + 1)]
+                                     ry.eq(ry + 1), reader_done.eq(last_line)]
                         with m.If((ry + 1 == img.lpr) | last_line):
                             m.d.sync += [ry.eq(0), rk.eq(rk + 1), row_read0.eq(1),
                                          slot3.eq(near_far.slot_next)]
@@ -430,9 +432,17 @@ class Raster(wiring.Component):
         base3 = [[Signal(10, name=f"base3_{c}_{k}") for k in range(8)] for c in range(2)]
         left3 = [Signal(10, name=f"left3_{c}") for c in range(2)]
         right3 = [Signal(10, name=f"right3_{c}") for c in range(2)]
+        # Whether each of the four chroma columns is the image's first or last, for S4's
+        # edge rule: compared here, a clock early, so that S4 starts from registers and not
+        # from a carry chain whose result reaches 16 adders in both channels.
+        first3 = Signal(4)
+        last3 = Signal(4)
         j2 = tok2.j
         with m.If(advance):
             m.d.sync += [tok3.eq(tok2), y3.eq(words.y2)]
+            for p in range(4):
+                i = Cat(Const(p, 2), j2)                          # chroma column
+                m.d.sync += [first3[p].eq(i == 0), last3[p].eq(i + 1 >= img.cw)]
             with m.If(tok2.valid):
                 for c in range(2):
                     near = _samples(near2[c])
@@ -454,7 +464,8 @@ class Raster(wiring.Component):
                     with m.Else():
                         m.d.sync += [base3[c][k].eq(cur[c][k]) for k in range(8)]
                         m.d.sync += [left3[c].eq(prev[c][7]), right3[c].eq(cur[c][4])]
-        return tok3, y3, SimpleNamespace(base3=base3, left3=left3, right3=right3)
+        return tok3, y3, SimpleNamespace(base3=base3, left3=left3, right3=right3,
+                                         first3=first3, last3=last3)
 
     @staticmethod
     def _upsample_chroma(m, img, advance, tok3, y3, cols):
@@ -472,9 +483,8 @@ class Raster(wiring.Component):
             for c in range(2):
                 q = base3[c]
                 for p in range(4):
-                    i = Cat(Const(p, 2), tok3.j)                  # chroma column
-                    lft = Mux(i == 0, q[p], left3[c] if p == 0 else q[p - 1])
-                    rgt = Mux(i + 1 >= img.cw, q[p], right3[c] if p == 3 else q[p + 1])
+                    lft = Mux(cols.first3[p], q[p], left3[c] if p == 0 else q[p - 1])
+                    rgt = Mux(cols.last3[p], q[p], right3[c] if p == 3 else q[p + 1])
                     triple = (q[p] << 1) + q[p]                   # not a multiplier
                     even = ((triple + lft + bias_even) >> 4)[:8]
                     odd = ((triple + rgt + bias_odd) >> 4)[:8]
@@ -588,4 +598,5 @@ class Raster(wiring.Component):
         with m.If(img.active & prog.writer_done & prog.reader_done & prog.out_idle):
             m.d.sync += [img.active.eq(0), w.w_row.eq(0), prog.rows_written.eq(0),
                          prog.rows_read.eq(0), w.w_slot3.eq(0), rd.rk.eq(0), rd.ry.eq(0),
-                         rd.gy.eq(0), rd.slot3.eq(0), rd.setup.eq(0), rd.row_read0.eq(0)]
+                         rd.gy.eq(0), rd.slot3.eq(0), rd.setup.eq(0), rd.row_read0.eq(0),
+                         prog.reader_done.eq(0)]
