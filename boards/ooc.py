@@ -33,9 +33,10 @@ DEVICES = {
 
 #: nextpnr placer per family when none is asked for.  On the ECP5 the electrostatic placer
 #: ("static") beats the default analytic one ("heap") on the large cores: the two-file JPEG
-#: core at max width 1024 routed at 66.21 / 74.18 / 62.97 MHz (seeds 1-3) against 61.18 /
-#: 63.88 / 66.68 with heap on the same netlist, in less time (docs/results.md).  HeAP spread
-#: the Huffman loop across the chip (one 5-6 ns hop per seed); static keeps it together.
+#: core at max width 1024 routed at 66.21 / 74.18 / 71.86 MHz (seeds 1-3) against 61.18 /
+#: 63.88 / 66.68 with heap on the same netlist, in about half the time (docs/results.md).
+#: HeAP left a 5-6 ns hop across the chip in the Huffman loop on every seed; with static
+#: none of the three was bound by the loop.  iCE40 stays on heap: static is unmeasured there.
 PLACERS = {"ecp5": "static", "ice40": "heap"}
 
 # nextpnr cell names -> the figures a user compares.
