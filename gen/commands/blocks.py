@@ -147,12 +147,13 @@ def _sim_options(p):
 
 
 def _synth_options(p):
-    from dlforge.boards.ooc import DEVICES
+    from dlforge.boards.ooc import DEVICES, PLACERS
     p.add_argument("--device", choices=tuple(DEVICES), default="ecp5-85f")
     p.add_argument("--freq", type=float, default=100.0, help="target clock in MHz")
     p.add_argument("--seed", type=int, default=1, help="placer seed")
     p.add_argument("--placer", choices=("heap", "static"), default=None,
-                   help="nextpnr's placer (default: static on ECP5, heap on iCE40)")
+                   help="nextpnr's placer (default: " + ", ".join(
+                       f"{placer} on {family}" for family, placer in PLACERS.items()) + ")")
     p.add_argument("-o", "--output", default=None, help="work folder (default build/synth/...)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot", metavar="FILE.png", default=None,

@@ -173,6 +173,10 @@ class Raster(wiring.Component):
         rows_written = Signal(15)
         rows_read = Signal(15)
         writer_done = Signal()
+        # gy == height, as a register: set at each line's end from the line's registered
+        # ``last_line`` (_read_lines) and cleared with the image (_finish_image).  Compared on
+        # the spot, it ran from the frame's height through the line set-up's enable into its
+        # registers' carry chains in one clock.
         reader_done = Signal()
         out_idle = Signal()
         m.d.comb += [self.frame.ready.eq(~img.active), self.busy.eq(img.active)]
@@ -275,9 +279,6 @@ class Raster(wiring.Component):
         slot3 = Signal(2)               # rk mod 3
         running = Signal()              # issuing the groups of a line
         setup = Signal()                # the line's parameters are in their registers
-        # ``reader_done`` (gy == height) is a register, set at the end of the image's last line
-        # (see _read_lines): compared on the spot, it ran from the frame's height through the
-        # line set-up's enable into its registers' carry chains in one clock.
         return SimpleNamespace(rk=rk, ry=ry, gy=gy, rj=rj, phase=phase, slot3=slot3,
                                running=running, setup=setup)
 
