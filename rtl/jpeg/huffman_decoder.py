@@ -706,12 +706,14 @@ class HuffmanDecoder(wiring.Component):
                          out.beat.end.eq(position == 63)]
         return r3, chk, sym
 
-    @staticmethod
-    def _patch_slow_entry(m, tables, st, r2, sym, loop, ctl, hs):
+    def _patch_slow_entry(self, m, tables, st, r2, sym, loop, ctl, hs):
         """A slow symbol's fast-table entry is patched in for one use, so that codes longer
         than the fast tables cover cost a few clocks instead of a bigger table."""
         # The loop decodes the symbol again with it, and in that same clock the slow entry
-        # goes back (the other codes at that place need it from the next clock on).
+        # goes back (the other codes at that place need it from the next clock on).  With
+        # two contexts it goes back a clock later, from a register, and the loop waits that
+        # clock: from the loop's ``run`` to the 32 tables' write enables was the two-file
+        # core's critical path (one more clock per slow symbol).
         patch, patch_write, patched = st.patch, st.patch_write, st.patched
         dc = sym.dc
         with m.If(hs.scanning & r2.valid & (r2.rec.kind == _Kind.SLOW)):
@@ -721,11 +723,21 @@ class HuffmanDecoder(wiring.Component):
                          patch.entry.run.eq(Mux(dc, 0, sym.srun)),
                          patch.entry.eob.eq(sym.eob), patch.entry.adv.eq(1)]
         restore = Signal()
-        m.d.comb += [restore.eq(patched & (loop.run | ~hs.scanning)),
-                     tables.patch.eq(patch), tables.patch_en.eq(patch_write | restore),
-                     hs.patching.eq(patch_write | patched)]
-        with m.If(restore):
+        if self.contexts == 2:
+            used = Signal()                 # the loop decoded with the patch last clock
+            m.d.sync += used.eq(patched & loop.run & ~used)
+            with m.If(patched & loop.run & ~used):
+                ctl.setf("slow_wait", 1)
+            with m.If(used):
+                ctl.setf("slow_wait", 0)
+            m.d.comb += restore.eq(patched & (used | ~hs.scanning))
+        else:
+            m.d.comb += restore.eq(patched & (loop.run | ~hs.scanning))
+        m.d.comb += [tables.patch.eq(patch), tables.patch_en.eq(patch_write | restore),
+                     hs.patching.eq(patch_write | patched), tables.patching.eq(hs.patching)]
+        with m.If(patched):                 # the restore's data, from a register
             m.d.comb += tables.patch.entry.eq(0)
+        with m.If(restore):
             m.d.sync += patched.eq(0)
         with m.If(patch_write):
             m.d.sync += [patch_write.eq(0), patched.eq(1)]

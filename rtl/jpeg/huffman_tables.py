@@ -93,6 +93,7 @@ class HuffmanTables(wiring.Component):
     fast_ac: Out(data.ArrayLayout(FastEntry, 16))
     patch: In(PatchLayout)              # written when patch_en (tables locked)
     patch_en: In(1)
+    patching: In(1)                     # a patch is in or going in: the write port is its
     valoff_addr: In(7)                                  # {table, length - 1}
     valoff: Out(8)
     symbol_addr: In(11)                                 # {table, index}
@@ -157,11 +158,17 @@ class HuffmanTables(wiring.Component):
         m.d.comb += [off_w.addr.eq(staged.off_addr), off_w.data.eq(staged.off_data),
                      off_w.en.eq(staged.off_en), sym_w.addr.eq(staged.sym_addr),
                      sym_w.data.eq(staged.sym_data), sym_w.en.eq(staged.sym_en)]
-        with m.If(self.patch_en):
+        # The patch's port is chosen by ``patching`` (registers), not by ``patch_en``: the
+        # restore's enable comes late in the clock, from the loop's ``run``, and it then
+        # meets only the write enables, not the address multiplexers ahead of their decoders
+        # (the two-file core's critical path in one placement).  While a patch is in, the
+        # loader is locked out, so it has no write staged.
+        with m.If(self.patching):
             p = self.patch
             m.d.comb += [fast_addr.eq(Cat(p.code, p.table)), fast_data.eq(p.entry)]
             for (cls, l), wr in fast_w.items():
-                m.d.comb += wr.en.eq((p.length == l) & (p.ac if cls == "ac" else ~p.ac))
+                m.d.comb += wr.en.eq(self.patch_en & (p.length == l)
+                                     & (p.ac if cls == "ac" else ~p.ac))
         with m.Else():
             m.d.comb += [fast_addr.eq(staged.fast_addr), fast_data.eq(staged.fast_data)]
             for i, wr in enumerate(fast_w.values()):

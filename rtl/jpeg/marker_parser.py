@@ -29,7 +29,7 @@ what the model's ``decode_scan`` reports for an empty scan instead of waiting fo
 
 from types import SimpleNamespace
 
-from amaranth import Module, Signal, Cat, Const, Mux
+from amaranth import Module, Signal, Cat, Const, Mux, signed
 from amaranth.lib import wiring, stream, data
 from amaranth.lib.wiring import In, Out
 
@@ -202,7 +202,16 @@ class MarkerParser(wiring.Component):
         seg.tleft = Signal(9)            # table data bytes left
         seg.tcnt = Signal(4)             # DHT: which of the 16 counts
         seg.total = Signal(12)           # DHT: symbols announced so far
-        seg.code = Signal(18)            # DHT: canonical code space used (jdhuff.c check)
+        # DHT's checks as room left, so that each count byte meets one comparator: the
+        # code space left at this length (jdhuff.c's check), the symbols left before 256,
+        # and the segment's bytes left after the symbols announced so far.
+        seg.code_room = Signal(18)
+        seg.sym_room = Signal(signed(13))
+        seg.seg_room = Signal(signed(17))
+        seg.total_zero = Signal()
+        seg.dht_bad = Signal()           # DHT: a count byte failed its checks last clock
+        seg.sos_n = Signal(8)            # SOS: the component count its length allows
+        seg.sos_n_ok = Signal()          # (if there is one: the length is 6 + 2n)
         seg.cur_dc, seg.cur_th = Signal(), Signal(2)     # DHT: the table being read
         return seg
 
@@ -331,7 +340,11 @@ class MarkerParser(wiring.Component):
             with m.If(take):
                 m.d.sync += [seg.blen.eq(length - 2), seg.remaining.eq(length - 2),
                              seg.bpos.eq(0), seg.tstate.eq(_T_HDR), seg.app_match.eq(1),
-                             seg.perr.eq(0), seg.seg_last.eq(last)]
+                             seg.perr.eq(0), seg.seg_last.eq(last), seg.dht_bad.eq(0),
+                             # SOS byte 0 is checked against these (see _parse_sos)
+                             seg.sos_n.eq((length - 6)[1:9]),
+                             seg.sos_n_ok.eq((length >= 6) & ~(length - 6)[0]
+                                             & ((length - 6)[9:] == 0))]
                 # Faults the model finds from the marker and length alone.
                 with m.If(~f.trailer):
                     with m.If(kind.dqt | kind.dht):
@@ -372,6 +385,14 @@ class MarkerParser(wiring.Component):
         with m.State("BODY"):
             m.d.comb += self.i.ready.eq(~fwd.stall)
             final = seg.remaining == 1
+            # A DHT count byte's fault lands a clock late (see _parse_dht), here, ahead of
+            # this clock's parse (a new count's verdict wins).  Every fault a DHT segment can
+            # have is BAD_TABLE, so the byte parsed meanwhile changes nothing the file's
+            # verdict shows; SEG_END reads the pending fault as well.
+            with m.If(seg.dht_bad):
+                m.d.sync += seg.dht_bad.eq(0)
+                with m.If(seg.perr == 0):
+                    steps.flag(S.BAD_TABLE)
             with m.If(take):
                 m.d.sync += [seg.remaining.eq(seg.remaining - 1), seg.seg_last.eq(last)]
                 with m.If(seg.bpos != 31):
@@ -432,6 +453,8 @@ class MarkerParser(wiring.Component):
                 steps.goto("MARK", seg.seg_last)
             with m.Elif(seg.perr != 0):
                 steps.finish(seg.perr)
+            with m.Elif(seg.dht_bad):
+                steps.finish(S.BAD_TABLE)
             with m.Elif(kind.sof):
                 with m.If(refused.sof != 0):
                     steps.finish(refused.sof)
@@ -567,9 +590,12 @@ class MarkerParser(wiring.Component):
 
     def _parse_dht(self, m, flag, f, seg):
         """_parse_dht's checks: the counts must make a valid canonical code that fits the
-        segment, and libjpeg refuses DC symbols above 15."""
+        segment, and libjpeg refuses DC symbols above 15.  The running sums are kept as the
+        room each check has left, so the count byte is compared with a register: summing it
+        first and comparing the sum (with a shift by the count's index) put ten levels of
+        logic behind the input byte, the two-file core's critical path in two placements."""
         byte = self.i.payload.byte
-        tcnt, total, code = seg.tcnt, seg.total, seg.code
+        tcnt, total = seg.tcnt, seg.total
         with m.Switch(seg.tstate):
             with m.Case(_T_HDR):
                 tc, th = byte[4:8], byte[0:4]
@@ -581,22 +607,33 @@ class MarkerParser(wiring.Component):
                         m.d.sync += f.ac_def.eq(f.ac_def | bit)
                     with m.Else():                  # a new table replaces the old
                         m.d.sync += [f.dc_def.eq(f.dc_def | bit), f.dc_big.eq(f.dc_big & ~bit)]
-                    m.d.sync += [tcnt.eq(0), total.eq(0), code.eq(0), seg.tstate.eq(_T_CNT),
+                    m.d.sync += [tcnt.eq(0), total.eq(0), seg.tstate.eq(_T_CNT),
+                                 seg.code_room.eq(2), seg.sym_room.eq(256),
+                                 seg.seg_room.eq(seg.remaining - 1), seg.total_zero.eq(1),
                                  seg.cur_dc.eq(~tc[0]), seg.cur_th.eq(th[:2])]
             with m.Case(_T_CNT):
-                code_new = code + byte
                 total_new = total + byte
-                m.d.sync += [code.eq(code_new << 1), total.eq(total_new), tcnt.eq(tcnt + 1)]
-                # The codes must fit their lengths and none may be all ones.
-                with m.If(code_new >= (Const(2, 18) << tcnt)):
-                    flag(S.BAD_TABLE)
-                with m.Elif(tcnt == 15):
-                    with m.If((total_new > 256) | (total_new >= seg.remaining)):
-                        flag(S.BAD_TABLE)
-                    with m.Elif(total_new == 0):
+                # tleft is read only in _T_DATA, so it takes the sum at every count byte:
+                # under the checks below, the byte's comparators reached its 9 bits too.
+                m.d.sync += [total.eq(total_new), tcnt.eq(tcnt + 1), seg.tleft.eq(total_new),
+                             seg.code_room.eq((seg.code_room - byte) << 1),
+                             seg.sym_room.eq(seg.sym_room - byte),
+                             seg.seg_room.eq(seg.seg_room - 1 - byte),
+                             seg.total_zero.eq(seg.total_zero & (byte == 0))]
+                # The codes must fit their lengths and none may be all ones
+                # (code + byte >= 2 << tcnt, with code_room = (2 << tcnt) - code); after the
+                # last count, total + byte > 256, or total + byte >= the bytes left.  The
+                # verdict is a register (``dht_bad``), taken into ``perr`` next clock: from
+                # the input byte through these comparators and the priority of every other
+                # check to ``perr`` was the two-file core's critical path.
+                m.d.sync += seg.dht_bad.eq(
+                    (byte >= seg.code_room)
+                    | ((tcnt == 15) & ((byte > seg.sym_room) | (byte >= seg.seg_room))))
+                with m.If(tcnt == 15):
+                    with m.If(seg.total_zero & (byte == 0)):
                         m.d.sync += seg.tstate.eq(_T_HDR)
                     with m.Else():
-                        m.d.sync += [seg.tleft.eq(total_new), seg.tstate.eq(_T_DATA)]
+                        m.d.sync += seg.tstate.eq(_T_DATA)
             with m.Case(_T_DATA):
                 self._table_data(m, seg)
                 with m.If(seg.cur_dc & (byte > 15)):
@@ -652,7 +689,7 @@ class MarkerParser(wiring.Component):
         DCT, and which Huffman tables each component uses."""
         byte, bpos = self.i.payload.byte, seg.bpos
         with m.If(bpos == 0):
-            with m.If(seg.blen != 4 + (byte << 1)):
+            with m.If(~seg.sos_n_ok | (byte != seg.sos_n)):     # blen != 4 + 2 * byte
                 flag(S.BAD_SCAN_HEADER)
             with m.Elif(byte != fr.ncomp):
                 flag(S.UNSUPPORTED_MULTISCAN)
