@@ -447,6 +447,11 @@ def _edits():
     out["dc-symbol-16-then-missing"] = patch(patch(color, dc_sym, [16]), sos + 8, [0x22])
     out["ac-symbol-255"] = patch(color, seg(color, M.DHT, 1)[0] + 4 + 17 + 3, [0xFF])
     out["dht-overflow-then-cut"] = patch(color, dht + 5, [3])[:dht + 12]
+    # A count's verdict is a register read a clock later: a fault on the segment's last
+    # byte, and one on the file's last byte.
+    out["dht-counts-fill-segment"] = insert(color, sof, M.DHT.bytes + b"\x00\x13\x02\x00\x01"
+                                            + bytes(14))
+    out["dht-overflow-at-end"] = patch(color, dht + 5, [3])[:dht + 6]
     out["sof-short"] = patch(color, sof + 2, b"\x00\x07")
     out["sof-count-2-length"] = patch(color, sof + 2 + 7, [2])
     out["sof-count-4"] = (color[:sof + 2] + struct.pack(">H", sof_n + 3) + color[sof + 4:sof + 9]
@@ -472,6 +477,7 @@ def _edits():
     out["sos-before-sof"] = insert(color, dqt, color[sos:sos + 2 + sos_n])
     out["sos-empty"] = color[:sos] + M.SOS.bytes + b"\x00\x02" + color[sos + 2 + sos_n:]
     out["sos-count-vs-length"] = patch(color, sos + 4, [2])
+    out["sos-length-odd"] = patch(color, sos + 2, struct.pack(">H", sos_n + 1))
     out["sos-one-of-three"] = (color[:sos] + M.SOS.bytes + b"\x00\x08\x01" + color[sos + 5:sos + 7]
                                + b"\x00\x3f\x00" + color[sos + 2 + sos_n:])
     out["sos-wrong-id"] = patch(color, sos + 7, [9])
@@ -522,6 +528,9 @@ def test_single_faults():
     # The edits hit what they aim at (the model's word, checked by check() above).
     for name, status in {"sof-c2": S.UNSUPPORTED_PROGRESSIVE, "sof-c1": S.OK,
                          "dht-overflow": S.BAD_TABLE, "dht-overflow-deep": S.BAD_TABLE,
+                         "dht-counts-fill-segment": S.BAD_TABLE,
+                         "dht-overflow-at-end": S.TRUNCATED,
+                         "sos-length-odd": S.BAD_SCAN_HEADER,
                          "dqt-bad-then-cut": S.TRUNCATED, "dht-257-symbols": S.BAD_TABLE,
                          "sos-at-end": S.TRUNCATED, "rgb-ids": S.UNSUPPORTED_COLORSPACE,
                          "rgb-ids-jfif": S.OK, "adobe-transform-0": S.UNSUPPORTED_COLORSPACE,
