@@ -725,8 +725,9 @@ class HuffmanDecoder(wiring.Component):
         restore = Signal()
         if self.contexts == 2:
             used = Signal()                 # the loop decoded with the patch last clock
-            m.d.sync += used.eq(patched & loop.run & ~used)
-            with m.If(patched & loop.run & ~used):
+            using = patched & loop.run & ~used
+            m.d.sync += used.eq(using)
+            with m.If(using):
                 ctl.setf("slow_wait", 1)
             with m.If(used):
                 ctl.setf("slow_wait", 0)

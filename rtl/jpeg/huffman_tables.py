@@ -158,10 +158,10 @@ class HuffmanTables(wiring.Component):
         m.d.comb += [off_w.addr.eq(staged.off_addr), off_w.data.eq(staged.off_data),
                      off_w.en.eq(staged.off_en), sym_w.addr.eq(staged.sym_addr),
                      sym_w.data.eq(staged.sym_data), sym_w.en.eq(staged.sym_en)]
-        # The patch's port is chosen by ``patching`` (registers), not by ``patch_en``: the
-        # restore's enable comes late in the clock, from the loop's ``run``, and it then
-        # meets only the write enables, not the address multiplexers ahead of their decoders
-        # (the two-file core's critical path in one placement).  While a patch is in, the
+        # The patch's port is chosen by ``patching`` (registers), not by ``patch_en``: in the
+        # one-file decoder the restore's enable comes late in the clock, from the loop's
+        # ``run``, and it then meets only the write enables, not the address multiplexers
+        # ahead of their decoders (the two-file core's critical path in one placement).  While a patch is in, the
         # loader is locked out, so it has no write staged.
         with m.If(self.patching):
             p = self.patch
