@@ -38,13 +38,11 @@ async def send(ctx, port, beats):
     ctx.set(port.valid, 0)
 
 
-@pytest.mark.parametrize("lanes, small_ram", [(1, "block"), (2, "lut"), (4, "block"),
-                                              (8, "block"), (8, "lut")])
-def test_sparse_writes_become_dense_blocks(lanes, small_ram):
-    rng = np.random.default_rng(lanes)
-    quant = {0: rng.integers(1, 256, 64), 2: rng.integers(256, 65536, 64)}
+def sparse_blocks(rng, count):
+    """``count`` random sparse blocks: [(component, natural-order coefficients)] and the
+    decoder's beats for them."""
     blocks, beats = [], []
-    for b in range(12):
+    for b in range(count):
         comp = b % 3
         zz = sorted(rng.choice(64, size=rng.integers(1, 12), replace=False).tolist())
         values = {z: int(rng.integers(-2048, 2048)) for z in zz}
@@ -57,7 +55,17 @@ def test_sparse_writes_become_dense_blocks(lanes, small_ram):
                           "end": i == len(zz) - 1 and z == 63})
         if zz[-1] != 63:
             beats.append({"value": 0, "zz": 0, "component": comp, "write": 0, "end": 1})
-    dut = CoefficientBuffer(lanes, small_ram=small_ram)
+    return blocks, beats
+
+
+@pytest.mark.parametrize("lanes, small_ram, slots", [(1, "block", 2), (2, "lut", 4),
+                                                     (4, "block", 8), (8, "block", 8),
+                                                     (8, "lut", 2), (8, "block", 16)])
+def test_sparse_writes_become_dense_blocks(lanes, small_ram, slots):
+    rng = np.random.default_rng(lanes)
+    quant = {0: rng.integers(1, 256, 64), 2: rng.integers(256, 65536, 64)}
+    blocks, beats = sparse_blocks(rng, 12)
+    dut = CoefficientBuffer(lanes, small_ram=small_ram, slots=slots)
     body = dqt_body(quant)
     got = []
 
@@ -142,7 +150,48 @@ def test_jpeg_bytes_to_sample_blocks(subsampling, lanes):
     assert (np.array(samples) == want).all()
 
 
-@pytest.mark.parametrize("kwargs, words", [({"lanes": 3}, "lanes"),
+@pytest.mark.parametrize("slots", [2, 8])
+def test_the_ring_holds_its_slots_of_blocks_while_the_output_waits(slots):
+    """With the IDCT stalled the decoder still writes ``slots`` whole blocks, and no more;
+    they come out in order once it goes on."""
+    rng = np.random.default_rng(slots)
+    blocks, beats = sparse_blocks(rng, slots + 2)
+    ends = [i for i, beat in enumerate(beats) if beat["end"]]
+    dut = CoefficientBuffer(8, slots=slots)
+    body = dqt_body({0: [1] * 64})
+    taken, got = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.quant_select, [0, 0, 0])
+        await send(ctx, dut.dqt, [{"byte": b, "last": i == len(body) - 1} for i, b in enumerate(body)])
+        ctx.set(dut.i.valid, 1)
+        for beat in beats:                          # the output stalled: take what it will
+            ctx.set(dut.i.payload, beat)
+            for _ in range(4):
+                _, _, ready = await ctx.tick().sample(dut.i.ready)
+                if ready:
+                    taken.append(beat)
+                    break
+            else:
+                break
+        ctx.set(dut.i.valid, 0)
+        ctx.set(dut.o.ready, 1)
+        for _ in range(20 * 64):
+            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            if valid:
+                got.extend(int(p.coef) for p in payload)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(taken) == ends[slots - 1] + 1        # every beat of the first ``slots`` blocks
+    assert len(got) == slots * 64
+    for (_, natural), out in zip(blocks, np.array(got).reshape(slots, 64)):
+        assert (out == natural).all()
+
+
+@pytest.mark.parametrize("kwargs, words", [({"lanes": 3}, "lanes"), ({"slots": 3}, "slots"),
                                            ({"small_ram": "bram"}, "small_ram")])
 def test_bad_parameters_are_refused(kwargs, words):
     with pytest.raises(ValueError, match=words):
@@ -156,4 +205,4 @@ def test_tables_and_slots_are_one_wide_memory_each(small_ram, style):
     text = rtlil.convert(CoefficientBuffer(8, small_ram=small_ram))
     found = re.findall(r'attribute \\ram_style "(\w+)"\n  attribute \\no_rw_check 1\n'
                        r'  memory width (\d+) size (\d+) \\(\w+)', text)
-    assert sorted(found) == [(style, "128", "16", "slots"), (style, "128", "32", "quant")]
+    assert sorted(found) == [(style, "128", "32", "quant"), (style, "128", "64", "slots")]

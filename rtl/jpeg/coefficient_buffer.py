@@ -1,15 +1,24 @@
 """Between the Huffman decoder and the IDCT: sparse zigzag coefficients in, whole blocks out.
 
 The Huffman decoder writes only the coefficients it decodes, in zigzag order; the IDCT wants
-all 64 in natural order with their quantisation values.  Two block slots alternate: one fills
-from the decoder while the other is read out ``lanes`` coefficients per clock.  A bitmap of
-the positions written stands in for clearing the slot, so a block needs no extra clocks.
-Quantisation tables arrive as DQT segment bodies (8- or 16-bit entries, zigzag order).
+all 64 in natural order with their quantisation values.  ``slots`` block slots form a ring:
+the decoder fills one while the full ones are read out in order, ``lanes`` coefficients per
+clock.  A bitmap of the positions written stands in for clearing the slot, so a block needs
+no extra clocks.  Quantisation tables arrive as DQT segment bodies (8- or 16-bit entries,
+zigzag order).
+
+Why more than two slots: the decoder takes a clock per symbol, the read-out 64 / ``lanes``
+clocks per block, and blocks of few symbols (smooth areas, chroma) come in runs.  With two
+slots the decoder waits through every run of light blocks and the read-out through every
+run of heavy ones, so a file costs about the sum over its blocks of the slower side.  Eight
+slots let each side run ahead through such runs: on the 64 photos the two-file core went from
+0.71 to 0.76 symbols per clock, 2.453 to 2.642 pixels per clock (4:4:4 files +11 %, 4:2:0
++5 %); the model behind the choice is docs/studies/coefficient_ring.py.
 
 All lanes read the same address in a clock, so the tables and the slots are each one memory
 ``lanes`` x 16 bits wide (a 16-bit write enable per lane), read through a register like a
 block RAM: one clock more per block, the same rate.  ``small_ram`` says whether they are block
-RAM (8 EBR at 8 lanes) or LUT RAM (96 DPR16X4, some 576 LUT4 on the ECP5).
+RAM (8 EBR at 8 lanes, whatever the slots: a block RAM is 512 entries deep) or LUT RAM.
 """
 
 from amaranth import Module, Signal, Array, Cat, Mux, Const, Value
@@ -26,20 +35,26 @@ __all__ = ["CoefficientBuffer", "DqtLayout"]
 
 DqtLayout = data.StructLayout({"byte": 8, "last": 1})
 
+#: Block slots in the ring (see the module's docstring for why eight).
+SLOTS = 8
+
 
 class CoefficientBuffer(wiring.Component):
     """Bridges the Huffman decoder, which writes only the coefficients it decodes in zigzag
     order, and the IDCT, which wants whole blocks in natural order with their quantisation
     values, without clocks spent clearing blocks."""
 
-    def __init__(self, lanes=1, small_ram="block"):
+    def __init__(self, lanes=1, small_ram="block", slots=SLOTS):
         problem = check_small_ram(small_ram)
         if lanes not in (1, 2, 4, 8):
             problem = f"lanes must be 1, 2, 4 or 8, not {lanes}"
+        if slots not in (2, 4, 8, 16):
+            problem = f"slots must be 2, 4, 8 or 16, not {slots}"
         if problem:
             self._MustUse__silence = True
             raise ValueError(problem)
         self.lanes = lanes
+        self.slots = slots
         self.small_ram = small_ram          # where the tables and slots go (rtl.small_ram)
         super().__init__({
             "dqt": In(stream.Signature(DqtLayout)),
@@ -100,24 +115,27 @@ class CoefficientBuffer(wiring.Component):
             with m.If(self.dqt.payload.last & ~((q_state == 2) & (q_k == 63))):
                 m.d.sync += [self.table_error.eq(1), q_state.eq(0)]
 
-        # ---- Two block slots ----------------------------------------------------------------
+        # ---- The ring of block slots -------------------------------------------------------
         # As the quantisation tables: entry {slot, n // lanes}.  A slot is read only while full
         # and written only while not, and the read port is enabled only for a real read, so
         # here too a read never meets a write of its entry.
-        v_w, v_r = self._wide_memory(m, "slots", 128 // lanes)
+        slots = self.slots
+        v_w, v_r = self._wide_memory(m, "slots", slots * 64 // lanes)
         # Which positions of each slot were written, per lane (bit = the lane's beat): a
         # read then picks one of 64 / lanes bits, not one of 64 (8 lanes, synth_ecp5: 804
         # -> 720 LUT4 for the whole buffer).
         beats = 64 // lanes
         written = [[Signal(beats, name=f"slot{s}_written{lane}") for lane in range(lanes)]
-                   for s in range(2)]
-        component = [Signal(2, name=f"slot{s}_component") for s in range(2)]
-        full = Signal(2)
-        wslot = Signal()
-        rslot = Signal()
+                   for s in range(slots)]
+        # Each slot's quantisation table, chosen when the block is written: the read-out's
+        # address then comes from one multiplexer of registers.
+        table = [Signal(2, name=f"slot{s}_table") for s in range(slots)]
+        full = Signal(slots)
+        wslot = Signal(range(slots))
+        rslot = Signal(range(slots))
         rbeat = Signal(range(64 // lanes))
-        set_full = Signal(2)
-        clear_full = Signal(2)
+        set_full = Signal(slots)
+        clear_full = Signal(slots)
 
         m.d.comb += self.i.ready.eq(~full.bit_select(wslot, 1))
         beat = self.i.payload
@@ -128,17 +146,17 @@ class CoefficientBuffer(wiring.Component):
         m.d.comb += [v_w.addr.eq(Cat(nat[lane_bits:], wslot)),
                      v_w.data.eq(Value.cast(beat.value).replicate(lanes))]
         with m.If(self.i.valid & self.i.ready):
-            for s in range(2):
+            for s in range(slots):
                 with m.If(wslot == s):
                     with m.If(beat.write):
                         for lane in range(lanes):
                             with m.If(nat[:lane_bits] == lane if lanes > 1 else 1):
                                 m.d.sync += written[s][lane].eq(
                                     written[s][lane] | (1 << nat[lane_bits:]))
-                    m.d.sync += component[s].eq(beat.component)
+                    m.d.sync += table[s].eq(self.quant_select[beat.component])
             with m.If(beat.end):
                 m.d.comb += set_full.eq(1 << wslot)
-                m.d.sync += wslot.eq(~wslot)
+                m.d.sync += wslot.eq(wslot + 1)
 
         # Read-out: a beat's address goes to the memories in the clock it is taken from the
         # slot, its data comes out of their read registers a clock later, held while the
@@ -147,8 +165,8 @@ class CoefficientBuffer(wiring.Component):
         present = Signal(lanes)             # the beat's positions that were written
         advance = ~o_valid | self.o.ready
         take = advance & full.bit_select(rslot, 1)
-        table = self.quant_select[Mux(rslot, component[1], component[0])]
-        m.d.comb += [v_r.addr.eq(Cat(rbeat, rslot)), q_r.addr.eq(Cat(rbeat, table)),
+        m.d.comb += [v_r.addr.eq(Cat(rbeat, rslot)),
+                     q_r.addr.eq(Cat(rbeat, Array(table)[rslot])),
                      v_r.en.eq(take), q_r.en.eq(take), self.o.valid.eq(o_valid)]
         for lane in range(lanes):
             m.d.comb += [self.o.payload[lane].coef.eq(
@@ -157,14 +175,15 @@ class CoefficientBuffer(wiring.Component):
         with m.If(advance):
             m.d.sync += o_valid.eq(take)
         with m.If(take):
-            m.d.sync += [present[lane].eq(Mux(rslot, written[1][lane].bit_select(rbeat, 1),
-                                              written[0][lane].bit_select(rbeat, 1)))
+            m.d.sync += [present[lane].eq(
+                             Array(written[s][lane] for s in range(slots))[rslot]
+                             .bit_select(rbeat, 1))
                          for lane in range(lanes)]
             m.d.sync += rbeat.eq(rbeat + 1)
             with m.If(rbeat == 64 // lanes - 1):
-                m.d.sync += [rbeat.eq(0), rslot.eq(~rslot)]
+                m.d.sync += [rbeat.eq(0), rslot.eq(rslot + 1)]
                 m.d.comb += clear_full.eq(1 << rslot)
-                for s in range(2):
+                for s in range(slots):
                     with m.If(rslot == s):
                         m.d.sync += [bits.eq(0) for bits in written[s]]
         m.d.sync += full.eq((full | set_full) & ~clear_full)
