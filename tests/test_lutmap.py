@@ -1,11 +1,12 @@
-"""The fixed-shape logic helpers compute what they stand for: a one-hot pick, an OR, a shift."""
+"""The fixed-shape logic helpers compute what they stand for: a one-hot pick, a pick at a
+thermometer's first set bit, an OR, a shift."""
 
 import random
 
 from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
-from dlforge.rtl.jpeg.lutmap import any_of, select, shift_left
+from dlforge.rtl.jpeg.lutmap import any_of, first_of, select, shift_left
 
 
 def test_lutmap_helpers():
@@ -28,6 +29,25 @@ def test_lutmap_helpers():
             assert ctx.get(picked) == want
             assert ctx.get(anyone) == int(s != 0)
             assert ctx.get(shifted) == (v << a) & 0xFFF
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_first_of_picks_the_value_at_a_thermometers_first_set_bit():
+    m = Module()
+    therm, dat = Signal(16), Signal(16 * 11)
+    words = first_of(m, list(therm), [dat[11 * i:11 * i + 11] for i in range(16)], "first")
+    rng = random.Random(2)
+
+    async def bench(ctx):
+        for first in [16] + [rng.randrange(17) for _ in range(200)]:    # 16: no bit set
+            t = ((1 << 16) - 1) >> first << first & 0xFFFF
+            d = rng.getrandbits(16 * 11)
+            ctx.set(therm, t), ctx.set(dat, d)
+            want = d >> (11 * first) & 0x7FF if first < 16 else 0
+            assert ctx.get(words[0]) | ctx.get(words[1]) == want
 
     sim = Simulator(m)
     sim.add_testbench(bench)

@@ -286,7 +286,7 @@ class JpegCore(wiring.Component):
                 m.d.comb += fs.start_image.eq(1)
                 m.next = "PIXELS"
         with m.State("PIXELS"):
-            failed = parser.result.valid & (parser.result.payload.status != JpegStatus.OK)
+            failed = parser.result.valid & parser.result_failed
             with m.If(failed):
                 # The scan failed: no more blocks will come; the pixels stop here.
                 m.d.comb += parser.result.ready.eq(1)

@@ -45,7 +45,7 @@ from amaranth.lib.wiring import In, Out
 from ..small_ram import SmallRamFifo, check_small_ram
 from .huffman_tables import (FAST_GROUPS, DcEntry, DhtLayout, FastEntry, HuffmanTables,
                              PatchLayout)
-from .lutmap import any_of, kept, select, shift_left
+from .lutmap import any_of, first_of, kept, select, shift_left
 from .status import JpegStatus as S
 from .unstuff import TokenKind, TokenLayout
 
@@ -411,7 +411,7 @@ class HuffmanDecoder(wiring.Component):
         ent_dc = kept(m, tables.fast_dc, "ent_dc", data.ArrayLayout(DcEntry, 16))
         ent_ac = kept(m, tables.fast_ac, "ent_ac", data.ArrayLayout(FastEntry, 16))
         if self.contexts == 2:
-            self._step_after_pick(m, st, loop, ent_dc, ent_ac, oh_dc, oh_ac)
+            self._step_after_pick(m, st, loop, ent_dc, ent_ac, hit_dc[1:], hit_ac[1:])
         else:
             k_sums = [st.k + e.run + e.adv for e in ent_ac]
             done_ac = kept(m, Cat(*[e.eob | ks[6] for e, ks in zip(ent_ac, k_sums)]),
@@ -439,15 +439,21 @@ class HuffmanDecoder(wiring.Component):
         return loop
 
     @staticmethod
-    def _step_after_pick(m, st, loop, ent_dc, ent_ac, oh_dc, oh_ac):
+    def _step_after_pick(m, st, loop, ent_dc, ent_ac, hit_dc, hit_ac):
         """With two contexts: the length picks the entry itself (bits, run, EOB), and the
         coefficient index and the block's end are computed from it in the assignments that
-        use them, which run a clock later (retimed): the loop's clock ends at the pick."""
+        use them, which run a clock later (retimed): the loop's clock ends at the pick.
+        The pick reads the comparators' thermometers, not the one-hot lengths, and the
+        class last: a five-input LUT per two lengths, a four-input OR, and the class's
+        choice (another five-input LUT), where the one-hot, the pair's AND-OR and two ORs
+        were four LUT levels behind the comparators' carry chains on the path that bound the
+        core (docs/studies/huffman_loop.md)."""
         _Step = data.StructLayout({"total": 5, "adv": 1, "run": 4, "eob": 1})
         steps_dc = [Cat(e.total, e.adv, Const(0, 4), Const(0, 1)) for e in ent_dc]
         steps_ac = [Cat(e.total, e.adv, e.run, e.eob) for e in ent_ac]
-        chosen = data.View(_Step, select(m, [(oh_dc[l], steps_dc[l]) for l in range(16)]
-                                         + [(oh_ac[l], steps_ac[l]) for l in range(16)], "step"))
+        dc = first_of(m, hit_dc, steps_dc, "step_dc")
+        ac = first_of(m, hit_ac, steps_ac, "step_ac")
+        chosen = data.View(_Step, kept(m, Mux(st.is_dc, dc[0] | dc[1], ac[0] | ac[1]), "step"))
         k_sum = st.k + chosen.run + chosen.adv
         loop.total = chosen.total                       # the window gates it itself
         loop.adv = chosen.adv & loop.run

@@ -15,7 +15,7 @@ so the chains stay out of the decoder's own module.  ``keep`` is only an attribu
 
 from amaranth import Module, Signal, Cat, Mux, Const
 
-__all__ = ["kept", "select", "any_of", "shift_left"]
+__all__ = ["kept", "select", "first_of", "any_of", "shift_left"]
 
 _KEEP = {"keep": 1}
 
@@ -44,6 +44,28 @@ def select(m, pairs, name):
     level = kept(m, Cat(*[terms[i] | terms[i + 1] for i in range(0, len(terms), 2)]),
                  f"{name}_l0")
     return _or_levels(m, level, width, f"{name}_l", 1)
+
+
+def first_of(m, thermometer, values, name):
+    """The value at the first set bit of ``thermometer`` (a code whose bits, once set, stay
+    set: 0001111...), as two words to be ORed: per bit, one five-input LUT (two LUT4 and the
+    slice's multiplexer, no route between them) for every two values, then four-input ORs.
+    The same function as :func:`select` over the one-hot ``t[i] & ~t[i-1]``, a LUT level
+    shorter: the one-hot is folded into the first level."""
+    width = max(len(v) for v in values)
+    assert len(values) == len(thermometer) and len(values) % 2 == 0
+    t = [Const(0)] + list(thermometer)
+    terms = [_spread(t[i + 1] & ~t[i], width) & values[i]
+             | _spread(t[i + 2] & ~t[i + 1], width) & values[i + 1]
+             for i in range(0, len(values), 2)]
+    level = kept(m, Cat(*terms), f"{name}_l0")
+    words = [level[i:i + width] for i in range(0, len(level), width)]
+    if len(words) > 2:
+        groups = [words[i:i + 4] for i in range(0, len(words), 4)]
+        level = kept(m, Cat(*[_or(g) for g in groups]), f"{name}_l1")
+        words = [level[i:i + width] for i in range(0, len(level), width)]
+    assert len(words) <= 2
+    return words
 
 
 def any_of(m, bits, name):

@@ -104,8 +104,10 @@ class _Steps:
 class MarkerParser(wiring.Component):
     """Ports: ``i`` (one file per packet), ``dqt``/``dht`` (table bodies), ``quant_select``,
     ``scan`` and ``frame`` (one beat each per accepted SOS), ``entropy`` (the bytes after
-    the SOS header, until ``done``), ``done`` (the entropy decoder's verdict) and ``result``
-    (one beat per file, after its last byte)."""
+    the SOS header, until ``done``), ``done`` (the entropy decoder's verdict), ``result``
+    (one beat per file, after its last byte) and ``result_failed`` (its status is not OK: a
+    register beside it, so that the core's test of it is one gate, not a comparison behind
+    which the raster's output stalls: docs/studies/huffman_loop.md)."""
 
     def __init__(self, max_width=DEFAULT_MAX_WIDTH, max_height=DEFAULT_MAX_HEIGHT):
         # mcux is 10 bits and mcuy 14 bits in FrameLayout (see limits.py).
@@ -124,6 +126,7 @@ class MarkerParser(wiring.Component):
             "entropy": Out(stream.Signature(ByteLayout)),
             "done": In(stream.Signature(DoneLayout)),
             "result": Out(stream.Signature(ResultLayout)),
+            "result_failed": Out(1),
         })
 
     def _too_large(self, width, height):
@@ -532,7 +535,8 @@ class MarkerParser(wiring.Component):
                 m.d.sync += self.result.valid.eq(0)
                 m.next = "CLEAR"
             with m.Elif(idle):
-                m.d.sync += [self.result.valid.eq(1), self.result.payload.status.eq(f.status)]
+                m.d.sync += [self.result.valid.eq(1), self.result.payload.status.eq(f.status),
+                             self.result_failed.eq(f.status != S.OK)]
 
         # The file's state is cleared a clock after its result is taken, not in that clock:
         # the result's ``ready`` (the core's test of its status) then reaches the state
