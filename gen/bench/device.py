@@ -40,11 +40,11 @@ __all__ = ["bench_device", "cpu_rate", "stated_clock", "worth", "ECP5_CORE_FMAX_
 ECP5_CORE_FMAX_MHZ = 48.65
 #: The two-file core (``contexts=2``, C-slowed) out of context on an ECP5-85F, max width
 #: 1024 (at 4096 its block RAM does not fit), median of placer seeds 1-3 with nextpnr's
-#: static placer (78.33 / 78.57 / 81.54 MHz, 2026-12-07, commit 98ab5fa: the parser's DHT
-#: count checks against registers and the slow-symbol restore from registers; bound by the
-#: Huffman loop's lookup half and the marker parser's fault priority;
-#: docs/results.md): the default clock of a two-file core's rates.
-ECP5_PAIR_FMAX_MHZ = 78.57
+#: static placer (76.77 / 77.04 / 78.46 MHz, 2026-12-07, commit 573794c: the coefficient
+#: buffer's ring of eight slots, the loop's step picked from the comparators' thermometers;
+#: every seed bound by the Huffman loop's lookup half, mostly routing; docs/results.md):
+#: the default clock of a two-file core's rates.
+ECP5_PAIR_FMAX_MHZ = 77.04
 #: The ULX3S-85F preset (a decoder core and the 2x2x4 engine) as routed by nextpnr
 #: (docs/boards.md): the clock the engine's cycles are converted at for an ECP5.
 ECP5_ENGINE_BOARD_MHZ = 44.3
