@@ -6,6 +6,7 @@ import pytest
 
 from dlforge.gen.blocks import get_block
 from dlforge.rtl.jpeg.core import JpegCore
+from dlforge.rtl.jpeg.raster import PIXELS_PER_BEAT
 from dlforge.sim.tools.runner import run_cocotb
 
 # Built through the block registry, so `dlforge decode --max-width 512` reuses the build.
@@ -90,9 +91,11 @@ def test_two_cores_tag_every_result_and_double_the_rate():
     one = _run({"max_width": 512, "input_bytes": 4}, corpus="crops", limit=8, repeat=2)
     two = _run({"max_width": 512, "input_bytes": 4, "cores": 2}, corpus="crops", limit=8,
                repeat=2)
-    # Measured 3.37 against 2.04 pixels per clock: two cores at ~2 each come close to the
-    # shared output port's 4 pixels per clock (one 4-pixel beat a clock).
-    assert two["aggregate_pixels_per_clock"] > 1.6 * one["aggregate_pixels_per_clock"]
+    # Two cores share one output port of PIXELS_PER_BEAT pixels a clock, so they reach twice
+    # one core's rate or that port's, whichever is less.  Measured: 3.37 against 2.04 pixels
+    # per clock with two block slots in the coefficient buffer, 3.50 against 2.24 with eight.
+    bound = min(2 * one["aggregate_pixels_per_clock"], PIXELS_PER_BEAT)
+    assert two["aggregate_pixels_per_clock"] > 0.8 * bound
 
 
 @pytest.mark.verilator
