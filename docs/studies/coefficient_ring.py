@@ -23,9 +23,9 @@ the corpus's pixels) are bound by the back end, not by the loop.
 """
 import argparse
 
-from dlforge.gen.bench.device import _files
 from dlforge.sim.models.jpeg_entropy import blocks_in_scan_order, decode_scan
 from dlforge.sim.models.jpeg_parse import parse_headers
+from dlforge.sim.corpus.pick import files_of
 
 SLOTS = (2, 4, 8, 16)
 
@@ -68,7 +68,7 @@ def main():
     args = parser.parse_args()
     pixels, total = 0, {n: 0.0 for n in SLOTS}
     symbols_total = 0
-    for _, data in _files(None, args.corpus, None):
+    for _, data in files_of({"corpus": args.corpus}):
         counts, readout, px = symbols_per_block(data, args.backend)
         pixels += px
         symbols_total += sum(counts)
