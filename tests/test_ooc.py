@@ -17,7 +17,7 @@ def test_small_block_on_ecp5(tmp_path):
     assert figures["fmax_mhz"] > 50 and figures["meets_timing"]
     assert figures["placer"] == "static"        # the ECP5 default (see PLACERS)
     assert "Running Static placer" in (tmp_path / "nextpnr.log").read_text()
-    assert (tmp_path / "narrow.v").exists() and (tmp_path / "report.json").exists()
+    assert (tmp_path / "narrow.il").exists() and (tmp_path / "report.json").exists()
 
 
 def test_unknown_device(tmp_path):
