@@ -82,9 +82,12 @@ def cmd_synth(args):
                              f"has not")
     with Progress(f"dlforge synth {block.name}") as progress:
         progress.phase("elaborating")
+        # The two-file core's netlist runs the WebAssembly yosys out of memory in its last
+        # renaming pass every time (boards.ooc.autoname_trapped), so it is skipped from the
+        # start rather than after a whole synthesis (about 6 minutes of 25).
         figures = synthesize(block.build(**params), top, out_dir, device=args.device,
                              freq_mhz=args.freq, seed=args.seed, progress=progress,
-                             placer=args.placer)
+                             placer=args.placer, autoname=params.get("contexts", 1) < 2)
     figures["parameters"] = params
     if args.plot:
         from dlforge.gen.bench.plot import plot_report
