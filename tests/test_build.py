@@ -55,6 +55,7 @@ def test_ulx3s_bitstream(tmp_path):
         assert len(f.read()) > 100_000
     assert r["dsp"] <= 28 and r["luts"] <= 24288 and r["bram"] <= 56
     assert r["preset"]["engine"] == "2x2x2 int8" and r["uart_divisor"] == 15
+    assert r["placer"] == "static"          # the ECP5 placer of boards.ooc.PLACERS
 
 
 def test_a_design_that_does_not_fit(tmp_path):
