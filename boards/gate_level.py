@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from amaranth.back import rtlil
+from amaranth.back import verilog
 
 __all__ = ["GateNetlist", "ecp5_netlist", "cell_models", "MULT18X18D_MODEL"]
 
@@ -278,13 +278,17 @@ def cell_models(netlist_text, out_dir):
 
 
 def ecp5_netlist(component, name, out_dir):
-    """Synthesise ``component`` for the ECP5 as ``dlforge synth`` does and write yosys'
-    mapped netlist (kept in ``out_dir`` and reused while the RTL is the same); returns a
-    :class:`GateNetlist` to simulate it with."""
+    """Synthesise ``component`` for the ECP5 with ``synth_ecp5`` (from Verilog, see below)
+    and write yosys' mapped netlist (kept in ``out_dir`` and reused while the RTL is the
+    same); returns a :class:`GateNetlist` to simulate it with."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    source = out_dir / f"{name}_rtl.il"      # RTLIL, as boards/ooc.py reads it (and why)
-    rtl = rtlil.convert(component, name=name, emit_src=False)
+    # From Amaranth's Verilog, not its RTLIL as ``dlforge synth`` reads since 2026-12-07: yosys
+    # keeps some 2,000 more flip-flops from RTLIL, and that netlist of the two-file core gave
+    # undefined pixels here, where the Verilog flow's decodes every file (cause not found;
+    # docs/studies/huffman_loop.md, "Widths, block RAM and the synthesis flow").
+    source = out_dir / f"{name}_rtl.v"
+    rtl = verilog.convert(component, name=name, emit_src=False)
     netlist = out_dir / f"{name}.v"
     if not (netlist.exists() and source.exists() and source.read_text() == rtl):
         netlist.unlink(missing_ok=True)
@@ -305,10 +309,10 @@ def _synthesize(source, name, netlist, out_dir):
 
     def script(synth, autoname=True):
         if autoname:
-            return (f"read_rtlil {source.name}; {synth} -top {name}; "
+            return (f"read_verilog {source.name}; {synth} -top {name}; "
                     f"write_verilog -noattr {part.name}")
         # the same flow without its renaming pass (as boards/ooc.py): the names are yosys' own
-        return (f"read_rtlil {source.name}; {synth} -top {name} -run begin:check; "
+        return (f"read_verilog {source.name}; {synth} -top {name} -run begin:check; "
                 f"{CHECK_WITHOUT_AUTONAME}; write_verilog -noattr {part.name}")
     synth, autoname = "synth_ecp5", True
     for _ in range(3):
