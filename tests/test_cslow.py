@@ -2,6 +2,7 @@
 exactly what a circuit of its own gives it (two separate instances are the reference)."""
 
 import random
+import re
 
 import pytest
 from amaranth import Array, Cat, Module, Mux, Signal
@@ -146,3 +147,15 @@ def test_other_domains_are_refused():
     m.submodules.x = c_slow(_Other(), Signal())
     with pytest.raises(TypeError, match="only the 'sync' domain"):
         Simulator(m)
+
+
+def test_a_memory_is_exactly_twice_as_deep():
+    """``ctx`` is the lowest address bit, so a depth that is not a power of two is not padded
+    to one (the raster's chroma line memories, 24 lines of words, would take a third more
+    block RAM)."""
+    from amaranth.back import rtlil
+
+    toy, ctx = _Toy(), Signal(name="ctx")
+    text = rtlil.convert(c_slow(toy, ctx), ports=[ctx, toy.op, toy.arg, toy.addr, toy.out,
+                                                  toy.peek, toy.acc_o])
+    assert re.findall(r"memory width 8 size (\d+)", text) == ["12"]

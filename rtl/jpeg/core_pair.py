@@ -7,8 +7,8 @@ loop's pairs are placed by the decoder itself (``HuffmanDecoder(contexts=2)``): 
 in one clock, the shift and the scan position in the next.  Each job then runs at half the
 core's rate per clock, both together at the rate one file had, at a higher clock.
 
-Every stage's state exists twice (its registers, and its memories with the job as their top
-address bit: the raster's line memories take twice the block RAM); its logic (the
+Every stage's state exists twice (its registers, and its memories with the job as their
+lowest address bit: the raster's line memories take twice the block RAM); its logic (the
 comparators, the IDCT's multipliers, the colour conversion) exists once.  To the outside a
 pair is two cores: :meth:`JpegCorePair.job` gives each job's ports under a core's names
 (``i``, ``o``, ``busy``, ``images``, ``errors``).  A job's input is taken on its own clocks
