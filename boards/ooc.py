@@ -119,7 +119,10 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     # yosys reads Amaranth's RTLIL, not its Verilog: the Verilog spells a memory's initial
     # contents a word per line, which yosys' Verilog frontend takes quadratic time over (the
     # two-file core at max width 4096, three 32768-word line memories, did not get past it
-    # in 30 minutes; from RTLIL, two seconds).
+    # in 30 minutes; from RTLIL, two seconds).  Board builds read RTLIL too.  The netlist is
+    # not the Verilog flow's: some 5 % more LUT4 and 8 % more flip-flops on the two-file core,
+    # whose RTLIL netlist has not passed the gate-level check (gate_level.py reads Verilog;
+    # docs/studies/huffman_loop.md, "Widths, block RAM and the synthesis flow").
     source = out_dir / f"{name}.il"
     source.write_text(rtlil.convert(component, name=name, emit_src=False))
     if family == "xilinx":
