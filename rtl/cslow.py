@@ -245,11 +245,11 @@ class _CSlow(FragmentTransformer):
 
         The lowest bit, not the top one: the memory is then exactly twice as deep.  As the
         top bit, a depth not a power of two is padded to one first: the raster's chroma
-        line memories (24 lines of words) took 32, a third more block RAM (32 EBR of the
-        two-file core's 214 at max width 2048)."""
+        line memories (24 lines of words) took 32, a third more block RAM (the two-file
+        core at max width 2048: 198 EBR instead of about 230)."""
         data = memory._data
         width = Shape.cast(data.shape).width
-        doubled = MemoryData(shape=unsigned(width), depth=2 * data.depth,
+        doubled = MemoryData(shape=unsigned(width), depth=JOBS * data.depth,
                              init=[row for row in data.init._raw for _ in range(JOBS)])
         doubled.name = data.name
         new = MemoryInstance(data=doubled, attrs=memory._attrs, src_loc=memory.src_loc)
