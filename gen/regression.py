@@ -42,7 +42,8 @@ def run_regression(block_name, *, sim=None, waves=False, param_sets=None, quiet=
             from dlforge.boards.gate_level import ecp5_netlist
             if progress is not None:
                 progress.phase(f"{name}: yosys synth_ecp5 (gate-level netlist)")
-            netlist = ecp5_netlist(component, name, build_dir_root() / "gate" / name)
+            netlist = ecp5_netlist(component, name, build_dir_root() / "gate" / name,
+                                   autoname=params.get("contexts", 1) < 2)
         result = run_cocotb(component, name=name, test_module=block.testbench,
                             params=block.tb_params(component, **tb_options), sim=sim, waves=waves,
                             quiet=quiet, cxx_opt=block.cxx_opt, progress=progress,

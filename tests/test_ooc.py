@@ -3,7 +3,7 @@
 import pytest
 from amaranth import unsigned
 
-from dlforge.boards.ooc import DEVICES, abc9_asserted, synthesize
+from dlforge.boards.ooc import DEVICES, abc9_failed, synthesize
 from dlforge.rtl.stream_pipe import Narrow
 
 
@@ -51,16 +51,22 @@ def test_synth_command_prints_a_projection(tmp_path, capsys):
         main(["synth", "idct", "--device", "xc7a35t"])
 
 
-def test_abc9_assertions_fall_back_and_other_errors_do_not():
+def test_abc9_failures_fall_back_and_other_errors_do_not():
     abc9 = "2.44.21.4. Executing ABC9_EXE pass\n2.44.21.6. Executing AIGER frontend.\n"
-    assert abc9_asserted(abc9 + "ERROR: Assert `count_id(wire->name) == 0' failed in x.cc\n")
-    assert abc9_asserted(abc9 + "ERROR: Assert `GetSize(conn.first) == GetSize(conn.second)'"
+    assert abc9_failed(abc9 + "ERROR: Assert `count_id(wire->name) == 0' failed in x.cc\n")
+    assert abc9_failed(abc9 + "ERROR: Assert `GetSize(conn.first) == GetSize(conn.second)'"
                                 " failed in ../yosys-src/kernel/rtlil.cc:3102.\n")
     # A real design error, or an assertion outside ABC9, must not be hidden by a rerun.
-    assert not abc9_asserted(abc9 + "ERROR: Module `foo' referenced in module `top' is not"
+    assert not abc9_failed(abc9 + "ERROR: Module `foo' referenced in module `top' is not"
                                     " part of the design.\n")
-    assert not abc9_asserted("2.3. Executing PROC pass\nERROR: Assert `x' failed in y.cc\n")
-    assert not abc9_asserted("")
+    assert not abc9_failed("2.3. Executing PROC pass\nERROR: Assert `x' failed in y.cc\n")
+    assert not abc9_failed("")
+    # The closing check failing on what ABC9 mapped (two drivers on one net) falls back too;
+    # where ABC9 did not run (the -noabc9 rerun, iCE40), the same failure is the design's.
+    check = ("Warning: multiple conflicting drivers for top.\\x [7]:\n"
+             "ERROR: Found 1 problems in 'check -assert'.\n")
+    assert abc9_failed("4.2. Executing ABC9 pass.\n" + check)
+    assert not abc9_failed("4.2. Executing ABC pass.\n" + check)
 
 
 def test_a_renaming_pass_out_of_memory_falls_back_and_nothing_else_does():
