@@ -9,7 +9,7 @@ Verilog that happens; Amaranth's RTLIL already has synchronous ports (``$memrd_v
 defined.  A DP16KD reads across its two ports as it likes, so yosys then builds the defined
 behaviour around each such block RAM (``emulate_read_first``: the written word and address
 held a clock and a comparator and multiplexer behind the read): on the two-file decoder core
-about 1,900 flip-flops, some 1,300 LUT4 and a multiplexer behind the coefficient buffer's
+about 2,000 flip-flops, some 1,300 LUT4 and a multiplexer behind the coefficient buffer's
 read, none of which the design asked for.
 
 :func:`apply` sets, on every read port of a ``no_rw_check`` memory, the bits of
